@@ -1,0 +1,10 @@
+import type { Migration } from 'kysely';
+import * as initial from './2026-11-21T21-00-00_initial.js';
+
+/**
+ * Every migration, by name, in order. A static list (rather than reading the folder) works the
+ * same under tsx, vitest and the compiled build.
+ */
+export const migrations: Record<string, Migration> = {
+  '2026-11-21T21-00-00_initial': initial,
+};

@@ -1,0 +1,58 @@
+import { z } from 'zod';
+
+const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
+
+const schema = z
+  .object({
+    PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    HOST: z.string().min(1).default('0.0.0.0'),
+    ISSUER: z.url({ protocol: /^https?$/ }).optional(),
+    DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).optional(),
+    DATA_DIR: z.string().min(1).default('./data'),
+    MIGRATE_ON_START: z.enum(['true', 'false']).default('true').transform((v) => v === 'true'),
+    DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
+    DEVICE_CODE_TTL: seconds(600),
+    DEVICE_POLL_INTERVAL: seconds(5),
+    ACCESS_TOKEN_TTL: seconds(3600),
+    ID_TOKEN_TTL: seconds(3600),
+    REFRESH_TOKEN_TTL: seconds(5_184_000),
+    SESSION_TTL: seconds(12 * 3600),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  })
+  .transform((env) => {
+    const issuer = (env.ISSUER ?? `http://localhost:${env.PORT}`).replace(/\/+$/, '');
+    return {
+      port: env.PORT,
+      host: env.HOST,
+      issuer,
+      secureCookies: issuer.startsWith('https://'),
+      databaseUrl: env.DATABASE_URL,
+      dataDir: env.DATA_DIR,
+      migrateOnStart: env.MIGRATE_ON_START,
+      databasePoolSize: env.DATABASE_POOL_SIZE,
+      deviceCodeTtl: env.DEVICE_CODE_TTL,
+      devicePollInterval: env.DEVICE_POLL_INTERVAL,
+      accessTokenTtl: env.ACCESS_TOKEN_TTL,
+      idTokenTtl: env.ID_TOKEN_TTL,
+      refreshTokenTtl: env.REFRESH_TOKEN_TTL,
+      sessionTtl: env.SESSION_TTL,
+      logLevel: env.LOG_LEVEL,
+    };
+  });
+
+export type Config = Readonly<z.output<typeof schema>>;
+
+export class ConfigError extends Error {}
+
+/** The only reader of process.env. A bad value becomes one line naming the variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  // An empty variable means "unset", as in most shells' `FOO= cmd`.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = schema.safeParse(present);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const name = issue?.path.join('.') ?? 'environment';
+    throw new ConfigError(`invalid configuration: ${name}: ${issue?.message ?? 'invalid value'}`);
+  }
+  return Object.freeze(parsed.data);
+}

@@ -1,0 +1,53 @@
+import { mkdirSync } from 'node:fs';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import type { DB } from './schema.js';
+import { PGliteDialect } from './pglite-dialect.js';
+
+export type Database = Kysely<DB>;
+
+export interface DatabaseHandle {
+  db: Database;
+  kind: 'postgres' | 'embedded';
+  /** Connections in use and waiting, for metrics; null where there is no pool. */
+  poolStats(): { total: number; idle: number; waiting: number } | null;
+  close(): Promise<void>;
+}
+
+export interface ConnectOptions {
+  databaseUrl?: string | undefined;
+  /** Folder of the embedded database; 'memory://' keeps it in memory (tests). */
+  dataDir: string;
+  poolSize?: number;
+}
+
+export async function connectDatabase(options: ConnectOptions): Promise<DatabaseHandle> {
+  if (options.databaseUrl) {
+    const pool = new pg.Pool({
+      connectionString: options.databaseUrl,
+      max: options.poolSize ?? 10,
+      // Fail fast while the database is away instead of queueing requests forever.
+      connectionTimeoutMillis: 5000,
+      idleTimeoutMillis: 30_000,
+    });
+    // An idle client that loses its server must not crash the process; the next query reconnects.
+    pool.on('error', () => {});
+    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+    return {
+      db,
+      kind: 'postgres',
+      poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+      close: () => db.destroy(),
+    };
+  }
+  const { PGlite } = await import('@electric-sql/pglite');
+  let pglite;
+  if (options.dataDir === 'memory://') {
+    pglite = new PGlite();
+  } else {
+    mkdirSync(options.dataDir, { recursive: true });
+    pglite = new PGlite(options.dataDir);
+  }
+  const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite) });
+  return { db, kind: 'embedded', poolStats: () => null, close: () => db.destroy() };
+}

@@ -1,0 +1,140 @@
+import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
+
+/** Timestamps are written and read as Date. */
+type Timestamp = ColumnType<Date, Date, Date>;
+type DefaultedTimestamp = ColumnType<Date, Date | undefined, Date>;
+
+export type ClientKind = 'tv' | 'bot' | 'web';
+export type ClientType = 'public' | 'confidential';
+export type DeviceRequestStatus = 'pending' | 'approved' | 'denied' | 'redeemed';
+export type DeniedReason = 'user_denied' | 'wrong_phrase' | 'user_banned';
+
+export interface ClientsTable {
+  client_id: string;
+  name: string;
+  kind: ClientKind;
+  type: ClientType;
+  secret_hash: Uint8Array | null;
+  allowed_scopes: string[];
+  created_at: DefaultedTimestamp;
+  disabled_at: Timestamp | null;
+}
+
+export interface UsersTable {
+  user_id: Generated<string>;
+  email: string;
+  password_hash: string;
+  name: string | null;
+  created_at: DefaultedTimestamp;
+  banned_at: Timestamp | null;
+}
+
+export interface ServerSecretsTable {
+  name: string;
+  value: Uint8Array;
+  created_at: DefaultedTimestamp;
+}
+
+export interface SigningKeysTable {
+  kid: string;
+  alg: string;
+  public_jwk: ColumnType<Record<string, unknown>, string, string>;
+  private_jwk: ColumnType<Record<string, unknown>, string, string>;
+  created_at: DefaultedTimestamp;
+  retired_at: Timestamp | null;
+}
+
+export interface BrowserSessionsTable {
+  session_hash: Uint8Array;
+  user_id: string | null;
+  csrf_secret: string;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+  auth_time: Timestamp | null;
+}
+
+export interface DeviceLinksTable {
+  link_id: Generated<string>;
+  user_id: string;
+  client_id: string;
+  scopes: string[];
+  platform_name: string | null;
+  platform_description: string | null;
+  platform_icon: string | null;
+  auth_time: Timestamp;
+  created_at: Timestamp;
+  last_used_at: Timestamp;
+  expires_at: Timestamp;
+  revoked_at: Timestamp | null;
+  revoked_reason: string | null;
+}
+
+export interface DeviceRequestsTable {
+  request_id: Generated<string>;
+  device_code_hash: Uint8Array;
+  user_code_hmac: Uint8Array;
+  client_id: string;
+  scopes: string[];
+  platform_name: string | null;
+  platform_description: string | null;
+  platform_icon: string | null;
+  phrase: string;
+  phrase_choices: string[];
+  status: ColumnType<DeviceRequestStatus, DeviceRequestStatus | undefined, DeviceRequestStatus>;
+  denied_reason: DeniedReason | null;
+  interval_seconds: number;
+  last_polled_at: Timestamp | null;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+  user_id: string | null;
+  auth_time: Timestamp | null;
+  decided_at: Timestamp | null;
+  link_id: string | null;
+}
+
+export interface RefreshTokensTable {
+  token_hash: Uint8Array;
+  link_id: string;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+  replaced_at: Timestamp | null;
+}
+
+export interface AccessTokensTable {
+  token_hash: Uint8Array;
+  link_id: string;
+  scopes: string[];
+  created_at: Timestamp;
+  expires_at: Timestamp;
+}
+
+export interface LinkEventsTable {
+  event_id: Generated<string>;
+  link_id: string;
+  user_id: string;
+  client_id: string;
+  event: string;
+  reason: string | null;
+  client_ip: string | null;
+  created_at: Timestamp;
+}
+
+export interface DB {
+  clients: ClientsTable;
+  users: UsersTable;
+  server_secrets: ServerSecretsTable;
+  signing_keys: SigningKeysTable;
+  browser_sessions: BrowserSessionsTable;
+  device_links: DeviceLinksTable;
+  device_requests: DeviceRequestsTable;
+  refresh_tokens: RefreshTokensTable;
+  access_tokens: AccessTokensTable;
+  link_events: LinkEventsTable;
+}
+
+export type ClientRow = Selectable<ClientsTable>;
+export type UserRow = Selectable<UsersTable>;
+export type DeviceRequestRow = Selectable<DeviceRequestsTable>;
+export type DeviceLinkRow = Selectable<DeviceLinksTable>;
+export type NewDeviceRequest = Insertable<DeviceRequestsTable>;
+export type NewLinkEvent = Insertable<LinkEventsTable>;

@@ -1,0 +1,35 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Config } from './config.js';
+import type { Database, DatabaseHandle } from './db/connect.js';
+import type { Clock } from './lib/clock.js';
+import { loadSigningKeys, type SigningKeys } from './oauth/keys.js';
+import { ensureServerSecret } from './repositories/server-secrets.js';
+
+/** Everything the domain needs, created once at start and passed down explicitly. */
+export interface Deps {
+  db: Database;
+  database: DatabaseHandle;
+  config: Config;
+  log: Logger;
+  clock: Clock;
+  keys: SigningKeys;
+  secrets: ServerSecrets;
+}
+
+export interface ServerSecrets {
+  /** HMAC key for user codes: they are too short to be stored as a bare hash. */
+  userCodeKey: Buffer;
+}
+
+export async function createDeps(options: {
+  database: DatabaseHandle;
+  config: Config;
+  log: Logger;
+  clock: Clock;
+}): Promise<Deps> {
+  const { database, config, log, clock } = options;
+  const userCodeKey = Buffer.from(await ensureServerSecret(database.db, 'user_code_hmac_key', randomBytes(32)));
+  const keys = await loadSigningKeys(database.db, clock.now(), config.idTokenTtl);
+  return { db: database.db, database, config, log, clock, keys, secrets: { userCodeKey } };
+}

@@ -1,0 +1,47 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { OAuthError, PageError } from '../../oauth/errors.js';
+
+const isOAuthPath = (url: string) => url.startsWith('/oauth/') || url.startsWith('/.well-known/');
+
+export function sendOAuthError(reply: FastifyReply, error: OAuthError): FastifyReply {
+  return reply
+    .code(error.status)
+    .headers({ 'Cache-Control': 'no-store', Pragma: 'no-cache', ...error.headers })
+    .send(error.toBody());
+}
+
+export function sendPageError(reply: FastifyReply, status: number, title: string, message: string): FastifyReply {
+  return reply.code(status).header('Cache-Control', 'no-store').view('error.eta', { title, message });
+}
+
+/**
+ * The one place errors become responses: OAuth endpoints answer {error, error_description},
+ * pages answer a page. Anything unexpected is logged and answered without detail.
+ */
+export function registerErrorHandler(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError | OAuthError | PageError, request: FastifyRequest, reply: FastifyReply) => {
+    if (error instanceof OAuthError) return sendOAuthError(reply, error);
+    if (error instanceof PageError) return sendPageError(reply, error.status, error.title, error.message);
+
+    const status = 'statusCode' in error && typeof error.statusCode === 'number' ? error.statusCode : 500;
+    if (status >= 400 && status < 500) {
+      // Framework-level refusals: unsupported media type, a body too large or malformed.
+      const description = error.message || 'the request could not be read';
+      if (isOAuthPath(request.url)) return sendOAuthError(reply, new OAuthError('invalid_request', description, status));
+      return sendPageError(reply, status, 'Bad request', description);
+    }
+
+    request.log.error({ err: error }, 'unhandled error');
+    if (isOAuthPath(request.url)) {
+      return sendOAuthError(reply, new OAuthError('server_error', 'the server could not complete the request', 500));
+    }
+    return sendPageError(reply, 500, 'Something went wrong', 'Please try again in a moment.');
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    if (isOAuthPath(request.url)) {
+      return sendOAuthError(reply, new OAuthError('invalid_request', `no endpoint ${request.method} ${request.url.split('?')[0]}`, 404));
+    }
+    return sendPageError(reply, 404, 'Page not found', 'There is no page at this address.');
+  });
+}

@@ -1,0 +1,39 @@
+import { invalidScope } from './errors.js';
+
+/** Scopes this server knows; a client may be allowed a subset. */
+export const SUPPORTED_SCOPES = ['openid', 'profile', 'email', 'offline_access'] as const;
+
+/** What the approval page tells the user each scope means. */
+export const SCOPE_DESCRIPTIONS: Readonly<Record<string, string>> = {
+  openid: 'Confirm who you are',
+  profile: 'See your name',
+  email: 'See your email address',
+  offline_access: 'Stay signed in until you sign it out',
+};
+
+/** RFC 6749 §3.3: space-delimited, case-sensitive; duplicates collapse. */
+export function parseScope(scope: string | undefined): string[] | undefined {
+  if (scope === undefined) return undefined;
+  const scopes = scope.split(' ').filter((s) => s.length > 0);
+  return [...new Set(scopes)];
+}
+
+export function formatScope(scopes: readonly string[]): string {
+  return scopes.join(' ');
+}
+
+/** Requested scopes must all be allowed; none requested means all the client is allowed. */
+export function grantableScopes(requested: string[] | undefined, allowed: readonly string[]): string[] {
+  if (requested === undefined || requested.length === 0) return [...allowed];
+  const refused = requested.filter((s) => !allowed.includes(s));
+  if (refused.length > 0) throw invalidScope(`scope not allowed for this client: ${refused.join(' ')}`);
+  return requested;
+}
+
+/** RFC 6749 §6: a refresh may narrow the granted scope, never widen it. */
+export function narrowedScopes(requested: string[] | undefined, granted: readonly string[]): string[] {
+  if (requested === undefined || requested.length === 0) return [...granted];
+  const wider = requested.filter((s) => !granted.includes(s));
+  if (wider.length > 0) throw invalidScope(`scope exceeds what was granted: ${wider.join(' ')}`);
+  return requested;
+}

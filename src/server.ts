@@ -1,0 +1,53 @@
+import pino from 'pino';
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig } from './config.js';
+import { connectDatabase } from './db/connect.js';
+import { migrateToLatest } from './db/migrate.js';
+import { createDeps } from './deps.js';
+import { systemClock } from './lib/clock.js';
+import { loggerOptions } from './lib/logging.js';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  const log = pino(loggerOptions(config.logLevel));
+  const database = await connectDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: config.databasePoolSize });
+  if (config.migrateOnStart) {
+    const { applied } = await migrateToLatest(database.db);
+    if (applied.length > 0) log.info({ applied }, 'migrations applied');
+  }
+  const deps = await createDeps({ database, config, log, clock: systemClock });
+  const app = await buildApp(deps, { logger: log });
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    // Whatever happens, leave within a bound.
+    const deadline = setTimeout(() => process.exit(1), 10_000);
+    deadline.unref();
+    await app.close();
+    await database.close();
+    log.info('stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+
+  await app.listen({ port: config.port, host: config.host });
+  log.info({ issuer: config.issuer, database: database.kind }, 'device-auth ready');
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`device-auth failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

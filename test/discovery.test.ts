@@ -1,0 +1,44 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from './helpers/app.js';
+
+describe('discovery and keys', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp();
+  });
+  afterAll(() => t.close());
+
+  it.each(['/.well-known/openid-configuration', '/.well-known/oauth-authorization-server'])(
+    'RFC 8414: %s names every endpoint under the issuer',
+    async (path) => {
+      const res = await t.app.inject({ method: 'GET', url: path });
+      expect(res.statusCode).toBe(200);
+      const meta = res.json();
+      expect(meta.issuer).toBe('http://localhost:3000');
+      expect(meta.device_authorization_endpoint).toBe('http://localhost:3000/oauth/device/code');
+      expect(meta.token_endpoint).toBe('http://localhost:3000/oauth/token');
+      expect(meta.grant_types_supported).toContain('urn:ietf:params:oauth:grant-type:device_code');
+      expect(meta.grant_types_supported).toContain('refresh_token');
+      expect(meta.id_token_signing_alg_values_supported).toEqual(['RS256']);
+    },
+  );
+
+  it('publishes an RS256 public key whose kid is its thumbprint, and no private part', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/.well-known/jwks.json' });
+    const { keys } = res.json();
+    expect(keys).toHaveLength(1);
+    expect(keys[0]).toMatchObject({ kty: 'RSA', alg: 'RS256', use: 'sig', kid: t.deps.keys.active.kid });
+    expect(keys[0].d).toBeUndefined();
+    expect(keys[0].p).toBeUndefined();
+  });
+
+  it('an unknown OAuth path answers a JSON error, an unknown page a page', async () => {
+    const api = await t.app.inject({ method: 'GET', url: '/oauth/nothing' });
+    expect(api.statusCode).toBe(404);
+    expect(api.json().error).toBe('invalid_request');
+    const page = await t.app.inject({ method: 'GET', url: '/nothing' });
+    expect(page.statusCode).toBe(404);
+    expect(page.headers['content-type']).toContain('text/html');
+    expect(page.headers['content-security-policy']).toContain("frame-ancestors 'none'");
+  });
+});
