@@ -9,7 +9,10 @@ import type { Deps } from './deps.js';
 import { loggerOptions } from './lib/logging.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
+import { deviceAuthorizationRoutes } from './http/oauth-routes/device-authorization.js';
 import { discoveryRoutes } from './http/oauth-routes/discovery.js';
+import { tokenRoutes } from './http/oauth-routes/token.js';
+import { userinfoRoutes } from './http/oauth-routes/userinfo.js';
 
 export const viewsFolder = fileURLToPath(new URL('../views', import.meta.url));
 const stylesheet = readFileSync(fileURLToPath(new URL('../views/static/style.css', import.meta.url)), 'utf8');
@@ -45,6 +48,9 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   );
 
   discoveryRoutes(app, deps);
+  deviceAuthorizationRoutes(app, deps);
+  tokenRoutes(app, deps);
+  userinfoRoutes(app, deps);
 
   return app;
 }

@@ -1,3 +1,5 @@
+import type { Transaction } from 'kysely';
+import type { DB } from '../db/schema.js';
 import type { Database } from '../db/connect.js';
 
 export async function insertUser(db: Database, user: { email: string; password_hash: string; name: string | null }): Promise<string> {
@@ -11,4 +13,14 @@ export async function findUserByEmail(db: Database, email: string) {
 
 export async function findUserById(db: Database, userId: string) {
   return db.selectFrom('users').selectAll().where('user_id', '=', userId).executeTakeFirst();
+}
+
+/** Returns the user's id, or undefined when no user has that email. */
+export async function setUserBannedAt(db: Database | Transaction<DB>, email: string, bannedAt: Date | null): Promise<string | undefined> {
+  const row = await db.updateTable('users').set({ banned_at: bannedAt }).where('email', '=', email).returning('user_id').executeTakeFirst();
+  return row?.user_id;
+}
+
+export async function deleteSessionsOfUser(db: Database | Transaction<DB>, userId: string): Promise<void> {
+  await db.deleteFrom('browser_sessions').where('user_id', '=', userId).execute();
 }

@@ -1,0 +1,22 @@
+import type { Database } from '../db/connect.js';
+import { revokeChains } from '../oauth/chains.js';
+import { deleteSessionsOfUser, setUserBannedAt } from '../repositories/users.js';
+
+/**
+ * A ban ends everything at once: every chain is revoked (so unbanning revives no old token),
+ * every browser session is deleted, and sign-in is refused while banned_at is set.
+ */
+export async function banUser(db: Database, email: string, now: Date): Promise<{ user_id: string; revoked_chains: number } | null> {
+  return db.transaction().execute(async (trx) => {
+    const userId = await setUserBannedAt(trx, email, now);
+    if (!userId) return null;
+    const revoked = await revokeChains(trx, { userId }, 'user_banned', { now, ip: null });
+    await deleteSessionsOfUser(trx, userId);
+    return { user_id: userId, revoked_chains: revoked.length };
+  });
+}
+
+export async function unbanUser(db: Database, email: string): Promise<{ user_id: string } | null> {
+  const userId = await setUserBannedAt(db, email, null);
+  return userId ? { user_id: userId } : null;
+}

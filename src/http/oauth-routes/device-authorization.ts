@@ -1,0 +1,32 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { Deps } from '../../deps.js';
+import { authenticateClient } from '../../oauth/client-auth.js';
+import { requestDeviceAuthorization } from '../../oauth/device/authorization.js';
+import { parseScope } from '../../oauth/scopes.js';
+import { parseForm } from '../form.js';
+import { clientCredentials } from './client-credentials.js';
+
+const deviceCodeForm = z.object({
+  client_id: z.string().optional(),
+  client_secret: z.string().optional(),
+  scope: z.string().optional(),
+  platform_name: z.string().optional(),
+  platform_description: z.string().optional(),
+  platform_icon: z.string().optional(),
+});
+
+export function deviceAuthorizationRoutes(app: FastifyInstance, deps: Deps): void {
+  // RFC 8628 §3.1 / §3.2
+  app.post('/oauth/device/code', async (request, reply) => {
+    const form = parseForm(deviceCodeForm, request.body);
+    const client = await authenticateClient(deps.db, clientCredentials(request, form));
+    const response = await requestDeviceAuthorization(deps, client, {
+      scope: parseScope(form.scope),
+      platform_name: form.platform_name,
+      platform_description: form.platform_description,
+      platform_icon: form.platform_icon,
+    });
+    return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').send(response);
+  });
+}

@@ -1,0 +1,28 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { Deps } from '../../deps.js';
+import { authenticateClient } from '../../oauth/client-auth.js';
+import { unsupportedGrantType } from '../../oauth/errors.js';
+import { grants } from '../../oauth/grants/index.js';
+import { parseForm } from '../form.js';
+import { clientCredentials } from './client-credentials.js';
+
+const tokenForm = z.object({
+  grant_type: z.string().min(1),
+  client_id: z.string().optional(),
+  client_secret: z.string().optional(),
+});
+
+export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
+  // RFC 6749 §3.2
+  app.post('/oauth/token', async (request, reply) => {
+    const form = parseForm(tokenForm, request.body);
+    const client = await authenticateClient(deps.db, clientCredentials(request, form));
+    const grant = grants.get(form.grant_type);
+    if (!grant) throw unsupportedGrantType(`grant_type ${form.grant_type} is not supported`);
+    const parameters = parseForm(grant.parameters, request.body);
+    const response = await grant.handle(deps, client, parameters, { ip: request.ip });
+    // RFC 6749 §5.1: token responses must not be cached.
+    return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').send(response);
+  });
+}

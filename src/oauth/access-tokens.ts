@@ -1,0 +1,32 @@
+import type { Deps } from '../deps.js';
+import { findLiveAccessToken } from '../repositories/access-tokens.js';
+import { TOKEN_PREFIX, hashOpaque } from './tokens.js';
+
+export interface LiveAccessToken {
+  scopes: string[];
+  issuedAt: Date;
+  expiresAt: Date;
+  linkId: string;
+  userId: string;
+  clientId: string;
+  email: string;
+  name: string | null;
+}
+
+/** The live access token with this value, or null: unknown, expired, revoked, banned or disabled look alike. */
+export async function verifyAccessToken(deps: Deps, value: string): Promise<LiveAccessToken | null> {
+  // Not a token we issue: spare the database.
+  if (!value.startsWith(TOKEN_PREFIX.accessToken) || value.length > 256) return null;
+  const row = await findLiveAccessToken(deps.db, hashOpaque(value), deps.clock.now());
+  if (!row) return null;
+  return {
+    scopes: row.scopes,
+    issuedAt: row.created_at,
+    expiresAt: row.expires_at,
+    linkId: row.link_id,
+    userId: row.user_id,
+    clientId: row.client_id,
+    email: row.email,
+    name: row.name,
+  };
+}

@@ -1,0 +1,38 @@
+import type { Transaction } from 'kysely';
+import type { Database } from '../db/connect.js';
+import type { DB } from '../db/schema.js';
+import { insertLinkEvents, revokeLiveLinks, type RevokedLink } from '../repositories/device-links.js';
+
+/** Why a chain ended, as recorded in link_events. */
+export type RevocationReason =
+  | 'reuse_detected'
+  | 'revoked_by_app'
+  | 'signed_out_by_user'
+  | 'access_removed'
+  | 'user_banned';
+
+/**
+ * Revokes whole chains (device links): every refresh and access token on them stops at once,
+ * because a token is live only while its link is. Records one event per chain.
+ */
+export async function revokeChains(
+  db: Database | Transaction<DB>,
+  filter: { linkId?: string; userId?: string; clientId?: string },
+  reason: RevocationReason,
+  context: { now: Date; ip: string | null },
+): Promise<RevokedLink[]> {
+  const revoked = await revokeLiveLinks(db, filter, reason, context.now);
+  await insertLinkEvents(
+    db,
+    revoked.map((link) => ({
+      link_id: link.link_id,
+      user_id: link.user_id,
+      client_id: link.client_id,
+      event: 'revoked',
+      reason,
+      client_ip: context.ip,
+      created_at: context.now,
+    })),
+  );
+  return revoked;
+}

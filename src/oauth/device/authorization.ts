@@ -1,0 +1,78 @@
+import type { Deps } from '../../deps.js';
+import { addSeconds } from '../../lib/clock.js';
+import { insertDeviceRequest } from '../../repositories/device-requests.js';
+import type { Client } from '../client-auth.js';
+import { endpoints } from '../metadata.js';
+import { grantableScopes } from '../scopes.js';
+import { mintOpaque, TOKEN_PREFIX } from '../tokens.js';
+import { generatePhraseChoices } from './phrases.js';
+import { validatePlatformIcon, validatePlatformText } from './platform-text.js';
+import { generateUserCode, userCodeHmac } from './user-code.js';
+
+export interface DeviceAuthorizationInput {
+  scope: string[] | undefined;
+  platform_name?: string | undefined;
+  platform_description?: string | undefined;
+  platform_icon?: string | undefined;
+}
+
+/** RFC 8628 §3.2, plus the confirmation phrase the device must display. */
+export interface DeviceAuthorizationResponse {
+  device_code: string;
+  user_code: string;
+  verification_uri: string;
+  verification_uri_complete: string;
+  expires_in: number;
+  interval: number;
+  confirmation_phrase: string;
+}
+
+/** A collision among ~2.6 × 10^10 codes is rare; a few tries make a failure practically impossible. */
+const USER_CODE_ATTEMPTS = 5;
+
+export async function requestDeviceAuthorization(
+  deps: Deps,
+  client: Client,
+  input: DeviceAuthorizationInput,
+): Promise<DeviceAuthorizationResponse> {
+  const scopes = grantableScopes(input.scope, client.allowedScopes);
+  const platform = {
+    platform_name: validatePlatformText('platform_name', input.platform_name),
+    platform_description: validatePlatformText('platform_description', input.platform_description),
+    platform_icon: validatePlatformIcon(input.platform_icon),
+  };
+  const { config, clock } = deps;
+  const deviceCode = mintOpaque(TOKEN_PREFIX.deviceCode);
+  const { phrase, choices } = generatePhraseChoices();
+  const now = clock.now();
+
+  for (let attempt = 0; attempt < USER_CODE_ATTEMPTS; attempt++) {
+    const userCode = generateUserCode();
+    const stored = await insertDeviceRequest(deps.db, {
+      device_code_hash: deviceCode.hash,
+      user_code_hmac: userCodeHmac(deps.secrets.userCodeKey, userCode),
+      client_id: client.clientId,
+      scopes,
+      ...platform,
+      phrase,
+      phrase_choices: choices,
+      interval_seconds: config.devicePollInterval,
+      created_at: now,
+      expires_at: addSeconds(now, config.deviceCodeTtl),
+    });
+    if (!stored) continue;
+    const e = endpoints(config.issuer);
+    const verificationUri = client.kind === 'bot' ? e.activateBot : e.activate;
+    return {
+      device_code: deviceCode.value,
+      user_code: userCode,
+      verification_uri: verificationUri,
+      verification_uri_complete: `${verificationUri}?user_code=${userCode}`,
+      expires_in: config.deviceCodeTtl,
+      interval: config.devicePollInterval,
+      confirmation_phrase: phrase,
+    };
+  }
+  throw new Error('could not allocate a unique user code');
+}
+

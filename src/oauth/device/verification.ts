@@ -1,0 +1,81 @@
+import type { Deps } from '../../deps.js';
+import type { ClientKind } from '../../db/schema.js';
+import { approveDeviceRequest, denyDeviceRequest, findDeviceRequestByUserCode } from '../../repositories/device-requests.js';
+import { SCOPE_DESCRIPTIONS } from '../scopes.js';
+import { normaliseUserCode, userCodeHmac } from './user-code.js';
+
+/** Which verification page the user is on: bots have their own (/activate/bot). */
+export type ActivationPage = 'device' | 'bot';
+
+export function activationPageFor(kind: ClientKind): ActivationPage {
+  return kind === 'bot' ? 'bot' : 'device';
+}
+
+/** What the approval page shows: plain values, never rows. */
+export interface PendingRequestView {
+  requestId: string;
+  userCode: string;
+  appName: string;
+  appKind: ClientKind;
+  scopes: { name: string; description: string }[];
+  platformName: string | null;
+  platformDescription: string | null;
+  platformIcon: string | null;
+  phraseChoices: string[];
+}
+
+export type CodeLookup =
+  | { kind: 'malformed' }
+  | { kind: 'unknown' }
+  | { kind: 'expired' }
+  | { kind: 'already_used' }
+  | { kind: 'wrong_page'; rightPage: ActivationPage; userCode: string }
+  | { kind: 'pending'; request: PendingRequestView };
+
+/** Finds the request a typed code names, as the user on `page` may act on it. */
+export async function lookUpUserCode(deps: Deps, typed: string, page: ActivationPage): Promise<CodeLookup> {
+  const userCode = normaliseUserCode(typed);
+  if (!userCode) return { kind: 'malformed' };
+  const row = await findDeviceRequestByUserCode(deps.db, userCodeHmac(deps.secrets.userCodeKey, userCode));
+  if (!row || row.client_disabled_at !== null) return { kind: 'unknown' };
+  if (row.status !== 'pending') return { kind: 'already_used' };
+  if (row.expires_at <= deps.clock.now()) return { kind: 'expired' };
+  const rightPage = activationPageFor(row.client_kind);
+  if (rightPage !== page) return { kind: 'wrong_page', rightPage, userCode };
+  return {
+    kind: 'pending',
+    request: {
+      requestId: row.request_id,
+      userCode,
+      appName: row.client_name,
+      appKind: row.client_kind,
+      scopes: row.scopes.map((name) => ({ name, description: SCOPE_DESCRIPTIONS[name] ?? name })),
+      platformName: row.platform_name,
+      platformDescription: row.platform_description,
+      platformIcon: row.platform_icon,
+      phraseChoices: row.phrase_choices,
+    },
+  };
+}
+
+export type Decision = 'approved' | 'cancelled_wrong_phrase' | 'denied' | 'already_decided';
+
+/**
+ * RFC 8628 §5.4 (remote phishing): the user proves they are looking at the device by picking
+ * the phrase it shows. A wrong pick cancels the request for good.
+ */
+export async function approveWithPhrase(
+  deps: Deps,
+  requestId: string,
+  user: { userId: string; authTime: Date },
+  pickedPhrase: string,
+): Promise<Decision> {
+  const status = await approveDeviceRequest(deps.db, requestId, { ...user, pickedPhrase }, deps.clock.now());
+  if (status === 'approved') return 'approved';
+  if (status === 'denied') return 'cancelled_wrong_phrase';
+  return 'already_decided';
+}
+
+export async function denyRequest(deps: Deps, requestId: string, userId: string): Promise<Decision> {
+  return (await denyDeviceRequest(deps.db, requestId, userId, deps.clock.now())) ? 'denied' : 'already_decided';
+}

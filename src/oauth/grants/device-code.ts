@@ -1,0 +1,101 @@
+import { z } from 'zod';
+import type { Deps } from '../../deps.js';
+import { addSeconds } from '../../lib/clock.js';
+import { insertDeviceLink, insertLinkEvent } from '../../repositories/device-links.js';
+import {
+  denyRedeemedForBannedUser,
+  recordDevicePoll,
+  redeemApprovedRequest,
+  setDeviceRequestLink,
+} from '../../repositories/device-requests.js';
+import type { Client } from '../client-auth.js';
+import { accessDenied, authorizationPending, expiredToken, invalidGrant, slowDown } from '../errors.js';
+import { signIdToken } from '../id-token.js';
+import { issueOpaqueTokens, receivesRefreshTokens } from '../issuance.js';
+import { DEVICE_CODE_GRANT } from '../metadata.js';
+import { toTokenResponse, type TokenResponse } from '../token-response.js';
+import { hashOpaque } from '../tokens.js';
+import type { GrantContext } from './types.js';
+
+export const grantType = DEVICE_CODE_GRANT;
+
+export const parameters = z.object({
+  device_code: z.string().min(1).max(512),
+});
+
+const DENIAL_TEXT = {
+  user_denied: 'the user denied the request',
+  wrong_phrase: 'the user picked a confirmation phrase that was not shown on this device; the request was cancelled',
+  user_banned: 'the user may not sign in',
+} as const;
+
+/**
+ * RFC 8628 §3.4 / §3.5. Every poll is one statement that records it and applies slow_down; only
+ * the poll that finds the request approved opens a transaction, which flips it to redeemed and
+ * stores the tokens together, so an approval is never lost and never delivered twice.
+ */
+export async function handle(deps: Deps, client: Client, form: z.output<typeof parameters>, context: GrantContext): Promise<TokenResponse> {
+  const now = deps.clock.now();
+  const poll = await recordDevicePoll(deps.db, hashOpaque(form.device_code), client.clientId, now);
+  // Another client's device_code is indistinguishable from an unknown one.
+  if (!poll) throw invalidGrant('unknown device_code');
+  if (poll.status === 'redeemed') throw invalidGrant('this device_code has already been used');
+  if (poll.status === 'denied') throw accessDenied(DENIAL_TEXT[poll.denied_reason ?? 'user_denied']);
+  if (poll.expired) throw expiredToken('the device_code has expired; request a new code');
+  if (poll.throttled) throw slowDown(`polling too fast; wait at least ${poll.interval_seconds} seconds between polls`);
+  if (poll.status === 'pending') throw authorizationPending('the user has not finished yet');
+
+  const outcome = await deps.db.transaction().execute(async (trx) => {
+    const redeemed = await redeemApprovedRequest(trx, poll.request_id, now);
+    if (!redeemed) return { kind: 'lost' as const };
+    if (redeemed.banned_at !== null || redeemed.user_id === null || redeemed.auth_time === null) {
+      // Banned between approval and this poll: the approval turns into a denial, committed.
+      await denyRedeemedForBannedUser(trx, poll.request_id, now);
+      return { kind: 'banned' as const };
+    }
+    const withRefresh = receivesRefreshTokens(client.kind);
+    const linkId = await insertDeviceLink(trx, {
+      user_id: redeemed.user_id,
+      client_id: client.clientId,
+      scopes: redeemed.scopes,
+      platform_name: redeemed.platform_name,
+      platform_description: redeemed.platform_description,
+      platform_icon: redeemed.platform_icon,
+      auth_time: redeemed.auth_time,
+      created_at: now,
+      last_used_at: now,
+      expires_at: addSeconds(now, withRefresh ? deps.config.refreshTokenTtl : deps.config.accessTokenTtl),
+    });
+    await setDeviceRequestLink(trx, poll.request_id, linkId);
+    const tokens = await issueOpaqueTokens(trx, deps, linkId, redeemed.scopes, withRefresh, now);
+    await insertLinkEvent(trx, {
+      link_id: linkId,
+      user_id: redeemed.user_id,
+      client_id: client.clientId,
+      event: 'issued',
+      reason: 'device_code',
+      client_ip: context.ip,
+      created_at: now,
+    });
+    // Signed before commit: if signing failed, the approval would roll back rather than be lost.
+    const idToken = redeemed.scopes.includes('openid')
+      ? await signIdToken(
+          deps,
+          client.clientId,
+          { userId: redeemed.user_id, email: redeemed.email, name: redeemed.name, authTime: redeemed.auth_time },
+          redeemed.scopes,
+        )
+      : null;
+    return { kind: 'issued' as const, tokens, scopes: redeemed.scopes, idToken };
+  });
+
+  if (outcome.kind === 'lost') throw invalidGrant('this device_code has already been used');
+  if (outcome.kind === 'banned') throw accessDenied(DENIAL_TEXT.user_banned);
+  return toTokenResponse({
+    accessToken: outcome.tokens.accessToken,
+    expiresIn: deps.config.accessTokenTtl,
+    refreshToken: outcome.tokens.refreshToken,
+    scopes: outcome.scopes,
+    idToken: outcome.idToken,
+  });
+}

@@ -1,0 +1,16 @@
+import type { z } from 'zod';
+import type { Deps } from '../../deps.js';
+import type { Client } from '../client-auth.js';
+import type { TokenResponse } from '../token-response.js';
+
+export interface GrantContext {
+  /** The caller's IP, recorded with lifecycle events. */
+  ip: string;
+}
+
+/** One module per grant type, all of this shape, dispatched by the token route. */
+export interface Grant<S extends z.ZodType = z.ZodType> {
+  grantType: string;
+  parameters: S;
+  handle(deps: Deps, client: Client, form: z.output<S>, context: GrantContext): Promise<TokenResponse>;
+}

@@ -1,0 +1,27 @@
+import { SignJWT } from 'jose';
+import type { Deps } from '../deps.js';
+import { epochSeconds } from '../lib/clock.js';
+import { ID_TOKEN_ALG } from './keys.js';
+
+export interface IdTokenSubject {
+  userId: string;
+  email: string;
+  name: string | null;
+  authTime: Date;
+}
+
+/** OpenID Connect Core §2: RS256, kid in the header, claims by granted scope. */
+export async function signIdToken(deps: Deps, clientId: string, subject: IdTokenSubject, scopes: readonly string[]): Promise<string> {
+  const now = deps.clock.now();
+  const claims: Record<string, unknown> = { auth_time: epochSeconds(subject.authTime) };
+  if (scopes.includes('email')) Object.assign(claims, { email: subject.email, email_verified: false });
+  if (scopes.includes('profile') && subject.name) claims.name = subject.name;
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg: ID_TOKEN_ALG, kid: deps.keys.active.kid, typ: 'JWT' })
+    .setIssuer(deps.config.issuer)
+    .setSubject(subject.userId)
+    .setAudience(clientId)
+    .setIssuedAt(epochSeconds(now))
+    .setExpirationTime(epochSeconds(now) + deps.config.idTokenTtl)
+    .sign(deps.keys.active.privateKey);
+}

@@ -1,0 +1,29 @@
+import { randomToken, sha256 } from '../lib/random.js';
+
+/**
+ * Short type prefixes make a leaked token greppable and tell its kind at a glance.
+ * Clients must treat tokens as opaque: the prefixes may change.
+ */
+export const TOKEN_PREFIX = {
+  accessToken: 'da_at_',
+  refreshToken: 'da_rt_',
+  deviceCode: 'da_dc_',
+  session: 'da_ss_',
+} as const;
+
+export interface MintedSecret {
+  /** Goes to its holder once, never stored. */
+  value: string;
+  /** SHA-256 of value: the only form that reaches the database. */
+  hash: Buffer;
+}
+
+/** 256 random bits behind a type prefix. */
+export function mintOpaque(prefix: string): MintedSecret {
+  const value = `${prefix}${randomToken(32)}`;
+  return { value, hash: sha256(value) };
+}
+
+export function hashOpaque(value: string): Buffer {
+  return sha256(value);
+}

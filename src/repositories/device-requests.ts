@@ -1,0 +1,173 @@
+import { sql } from 'kysely';
+import type { Database } from '../db/connect.js';
+import type { DeniedReason, DeviceRequestStatus, NewDeviceRequest } from '../db/schema.js';
+
+/** Inserts a request; returns false when its user code collides with a live one. */
+export async function insertDeviceRequest(db: Database, request: NewDeviceRequest): Promise<boolean> {
+  const inserted = await db
+    .insertInto('device_requests')
+    .values(request)
+    .onConflict((oc) => oc.column('user_code_hmac').where('status', '=', 'pending').doNothing())
+    .returning('request_id')
+    .executeTakeFirst();
+  return inserted !== undefined;
+}
+
+export interface PollOutcome {
+  request_id: string;
+  status: DeviceRequestStatus;
+  denied_reason: DeniedReason | null;
+  expired: boolean;
+  throttled: boolean;
+  interval_seconds: number;
+}
+
+/**
+ * One statement per poll: records the poll time and applies the slow_down rule (RFC 8628 §3.5)
+ * under the row lock, and returns what the answer must be. A poll sooner than the current
+ * interval after the previous one (or after issue) grows the interval by 5 seconds.
+ */
+export async function recordDevicePoll(
+  db: Database,
+  deviceCodeHash: Uint8Array,
+  clientId: string,
+  now: Date,
+): Promise<PollOutcome | undefined> {
+  const result = await sql<PollOutcome>`
+    WITH previous AS (
+      SELECT request_id,
+             expires_at <= ${now} AS expired,
+             status = 'pending'
+               AND ${now} < coalesce(last_polled_at, created_at) + make_interval(secs => interval_seconds) AS throttled
+      FROM device_requests
+      WHERE device_code_hash = ${deviceCodeHash} AND client_id = ${clientId}
+      FOR UPDATE
+    )
+    UPDATE device_requests d
+    SET last_polled_at = ${now},
+        interval_seconds = d.interval_seconds + CASE WHEN previous.throttled THEN 5 ELSE 0 END
+    FROM previous
+    WHERE d.request_id = previous.request_id
+    RETURNING d.request_id::text AS request_id, d.status, d.denied_reason,
+              previous.expired, previous.throttled, d.interval_seconds`.execute(db);
+  return result.rows[0];
+}
+
+/**
+ * approved -> redeemed, once: of several racing polls exactly one sees a row come back.
+ * Returns what the tokens are minted from, including whether the approving user is still allowed in.
+ */
+export async function redeemApprovedRequest(db: Database, requestId: string, now: Date) {
+  return db
+    .updateTable('device_requests as d')
+    .from('users as u')
+    .set({ status: 'redeemed' })
+    .whereRef('u.user_id', '=', 'd.user_id')
+    .where('d.request_id', '=', requestId)
+    .where('d.status', '=', 'approved')
+    .where('d.expires_at', '>', now)
+    .returning([
+      'd.request_id',
+      'd.user_id',
+      'd.client_id',
+      'd.scopes',
+      'd.platform_name',
+      'd.platform_description',
+      'd.platform_icon',
+      'd.auth_time',
+      'u.email',
+      'u.name',
+      'u.banned_at',
+    ])
+    .executeTakeFirst();
+}
+
+export async function setDeviceRequestLink(db: Database, requestId: string, linkId: string): Promise<void> {
+  await db.updateTable('device_requests').set({ link_id: linkId }).where('request_id', '=', requestId).execute();
+}
+
+/** A banned user's approval never turns into tokens. */
+export async function denyRedeemedForBannedUser(db: Database, requestId: string, now: Date): Promise<void> {
+  await db
+    .updateTable('device_requests')
+    .set({ status: 'denied', denied_reason: 'user_banned', decided_at: now })
+    .where('request_id', '=', requestId)
+    .execute();
+}
+
+/** The request a typed user code names: the live one if any, otherwise the latest that had it. */
+export async function findDeviceRequestByUserCode(db: Database, userCodeHmac: Uint8Array) {
+  return db
+    .selectFrom('device_requests as d')
+    .innerJoin('clients as c', 'c.client_id', 'd.client_id')
+    .select([
+      sql<string>`d.request_id::text`.as('request_id'),
+      'd.status',
+      'd.expires_at',
+      'd.scopes',
+      'd.platform_name',
+      'd.platform_description',
+      'd.platform_icon',
+      'd.phrase',
+      'd.phrase_choices',
+      'c.client_id',
+      'c.name as client_name',
+      'c.kind as client_kind',
+      'c.disabled_at as client_disabled_at',
+    ])
+    .where('d.user_code_hmac', '=', userCodeHmac)
+    .orderBy(sql`d.status = 'pending'`, 'desc')
+    .orderBy('d.created_at', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}
+
+/**
+ * pending -> approved when the picked phrase is the one shown on the device, denied otherwise;
+ * once. The WHERE clause is the whole rule: a request that was decided, redeemed or has expired
+ * never changes again. Returns the new status, or undefined when this call changed nothing.
+ */
+export async function approveDeviceRequest(
+  db: Database,
+  requestId: string,
+  approval: { userId: string; authTime: Date; pickedPhrase: string },
+  now: Date,
+): Promise<'approved' | 'denied' | undefined> {
+  const row = await db
+    .updateTable('device_requests')
+    .set((eb) => ({
+      status: eb
+        .case()
+        .when('phrase', '=', approval.pickedPhrase)
+        .then(sql.lit<DeviceRequestStatus>('approved'))
+        .else(sql.lit<DeviceRequestStatus>('denied'))
+        .end(),
+      denied_reason: eb
+        .case()
+        .when('phrase', '=', approval.pickedPhrase)
+        .then(sql.lit<DeniedReason | null>(null))
+        .else(sql.lit<DeniedReason | null>('wrong_phrase'))
+        .end(),
+      user_id: approval.userId,
+      auth_time: approval.authTime,
+      decided_at: now,
+    }))
+    .where('request_id', '=', requestId)
+    .where('status', '=', 'pending')
+    .where('expires_at', '>', now)
+    .returning('status')
+    .executeTakeFirst();
+  return row?.status as 'approved' | 'denied' | undefined;
+}
+
+/** pending -> denied by the user, once. Returns whether this call decided it. */
+export async function denyDeviceRequest(db: Database, requestId: string, userId: string, now: Date): Promise<boolean> {
+  const result = await db
+    .updateTable('device_requests')
+    .set({ status: 'denied', denied_reason: 'user_denied', user_id: userId, decided_at: now })
+    .where('request_id', '=', requestId)
+    .where('status', '=', 'pending')
+    .where('expires_at', '>', now)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
