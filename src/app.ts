@@ -4,7 +4,8 @@ import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import view from '@fastify/view';
 import { Eta } from 'eta';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
 import type { Deps } from './deps.js';
 import { loggerOptions } from './lib/logging.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
@@ -18,15 +19,22 @@ export const viewsFolder = fileURLToPath(new URL('../views', import.meta.url));
 const stylesheet = readFileSync(fileURLToPath(new URL('../views/static/style.css', import.meta.url)), 'utf8');
 
 export interface AppOptions {
-  /** Pass false to keep tests quiet; a pino instance or options otherwise. */
-  logger?: boolean | object;
+  /** The process logger; false keeps tests quiet; absent builds one from the configuration. */
+  logger?: Logger | false;
 }
 
 /** Builds the whole HTTP application; never listens (server.ts does, tests inject). */
 export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<FastifyInstance> {
+  const logging =
+    options.logger === undefined
+      ? { logger: loggerOptions(deps.config.logLevel) }
+      : options.logger === false
+        ? { logger: false }
+        : { loggerInstance: options.logger as FastifyBaseLogger };
   const app = Fastify({
-    logger: options.logger ?? loggerOptions(deps.config.logLevel),
-    trustProxy: true,
+    ...logging,
+    // Client IPs feed rate limits and audit events: forwarded headers count only from trusted proxies.
+    trustProxy: deps.config.trustProxy,
     bodyLimit: 64 * 1024,
     requestIdHeader: false,
     genReqId: () => crypto.randomUUID(),

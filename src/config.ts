@@ -2,6 +2,13 @@ import { z } from 'zod';
 
 const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
+/** 'false' (default), 'true' (trust any proxy: only behind one that overwrites the headers), or addresses/CIDRs. */
+function parseTrustProxy(value: string): boolean | string[] {
+  if (value === 'false') return false;
+  if (value === 'true') return true;
+  return value.split(',').map((s) => s.trim()).filter(Boolean);
+}
+
 const schema = z
   .object({
     PORT: z.coerce.number().int().min(0).max(65535).default(3000),
@@ -17,6 +24,7 @@ const schema = z
     ID_TOKEN_TTL: seconds(3600),
     REFRESH_TOKEN_TTL: seconds(5_184_000),
     SESSION_TTL: seconds(12 * 3600),
+    TRUST_PROXY: z.string().default('false'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   .transform((env) => {
@@ -37,6 +45,7 @@ const schema = z
       refreshTokenTtl: env.REFRESH_TOKEN_TTL,
       sessionTtl: env.SESSION_TTL,
       logLevel: env.LOG_LEVEL,
+      trustProxy: parseTrustProxy(env.TRUST_PROXY),
     };
   });
 

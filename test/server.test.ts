@@ -1,0 +1,80 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { runProgram } from './helpers/cli.js';
+import { startServerProcess } from './helpers/server-process.js';
+import { createTestDatabase } from './helpers/database.js';
+
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+function tempDataDir(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'device-auth-server-'));
+  dirs.push(dir);
+  return dir;
+}
+
+describe('the server process', () => {
+  it('serves with nothing but a data folder (embedded database), migrating at start, and stops cleanly on SIGTERM', async () => {
+    const dataDir = tempDataDir();
+    const server = await startServerProcess({ DATA_DIR: dataDir });
+    const meta = await (await fetch(`${server.url}/.well-known/openid-configuration`)).json();
+    // ISSUER defaults to http://localhost:PORT.
+    expect(meta.issuer).toMatch(/^http:\/\/localhost:\d+$/);
+    expect(await server.stop('SIGTERM')).toBe(0);
+    expect(server.output()).toContain('device-auth ready');
+  });
+
+  it('serves on PostgreSQL when DATABASE_URL is set', async () => {
+    if (!process.env.TEST_DATABASE_URL) {
+      // Embedded runs prove the embedded default above; this case needs the server.
+      expect(process.env.TEST_DATABASE_URL).toBeUndefined();
+      return;
+    }
+    const database = await createTestDatabase();
+    try {
+      const server = await startServerProcess({ DATABASE_URL: database.url!, ISSUER: 'https://auth.example.test' });
+      const meta = await (await fetch(`${server.url}/.well-known/openid-configuration`)).json();
+      expect(meta.issuer).toBe('https://auth.example.test');
+      expect(await server.stop('SIGTERM')).toBe(0);
+    } finally {
+      await database.drop();
+    }
+  });
+
+  it('with MIGRATE_ON_START=false it does not migrate; `device-auth migrate` does', async () => {
+    const dataDir = tempDataDir();
+    await expect(startServerProcess({ DATA_DIR: dataDir, MIGRATE_ON_START: 'false' }, 10_000)).rejects.toThrow(/exited early|did not become ready/);
+    const migrated = await runProgram(['migrate'], { DATA_DIR: dataDir });
+    expect(migrated.code, migrated.stderr).toBe(0);
+    const server = await startServerProcess({ DATA_DIR: dataDir, MIGRATE_ON_START: 'false' });
+    expect(await server.stop()).toBe(0);
+  });
+
+  it.each([
+    ['PORT', 'seventy'],
+    ['ISSUER', 'ftp://auth.example'],
+    ['DEVICE_CODE_TTL', '-5'],
+    ['DEVICE_POLL_INTERVAL', '0'],
+    ['ACCESS_TOKEN_TTL', 'soon'],
+    ['REFRESH_TOKEN_TTL', '1.5'],
+    ['LOG_LEVEL', 'loud'],
+    ['DATABASE_URL', 'mysql://db/x'],
+  ])('a bad %s (%s) stops the start with one line naming it and a non-zero exit', async (name, value) => {
+    const res = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      import('node:child_process').then(({ execFile }) => {
+        execFile(
+          process.execPath,
+          ['--import', 'tsx', path.resolve('src/server.ts')],
+          { env: { PATH: process.env.PATH, DATA_DIR: tempDataDir(), [name]: value }, timeout: 30_000 },
+          (error, _stdout, stderr) => resolve({ code: error ? ((error.code as number) ?? 1) : 0, stderr }),
+        );
+      });
+    });
+    expect(res.code).not.toBe(0);
+    const lines = res.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(name);
+  });
+});
