@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import path from 'node:path';
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import view from '@fastify/view';
@@ -8,6 +8,8 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Deps } from './deps.js';
 import { loggerOptions } from './lib/logging.js';
+import { viewsFolder } from './lib/paths.js';
+import { healthRoutes } from './http/health-routes.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
 import { deviceAuthorizationRoutes } from './http/oauth-routes/device-authorization.js';
@@ -15,8 +17,7 @@ import { discoveryRoutes } from './http/oauth-routes/discovery.js';
 import { tokenRoutes } from './http/oauth-routes/token.js';
 import { userinfoRoutes } from './http/oauth-routes/userinfo.js';
 
-export const viewsFolder = fileURLToPath(new URL('../views', import.meta.url));
-const stylesheet = readFileSync(fileURLToPath(new URL('../views/static/style.css', import.meta.url)), 'utf8');
+const stylesheet = readFileSync(path.join(viewsFolder, 'static', 'style.css'), 'utf8');
 
 export interface AppOptions {
   /** The process logger; false keeps tests quiet; absent builds one from the configuration. */
@@ -55,6 +56,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     reply.type('text/css; charset=utf-8').header('Cache-Control', 'public, max-age=3600').send(stylesheet),
   );
 
+  healthRoutes(app, deps);
   discoveryRoutes(app, deps);
   deviceAuthorizationRoutes(app, deps);
   tokenRoutes(app, deps);

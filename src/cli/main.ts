@@ -4,9 +4,15 @@ import { ConfigError, loadConfig } from '../config.js';
 import { connectDatabase, type DatabaseHandle } from '../db/connect.js';
 import { migrateToLatest } from '../db/migrate.js';
 import { banUser, unbanUser } from '../accounts/bans.js';
+import { eventsOfUser } from '../accounts/events.js';
 import { createUser, normaliseEmail } from '../accounts/users.js';
 import { createClient } from '../oauth/clients.js';
 import { setClientDisabledAt } from '../repositories/clients.js';
+
+/** Output printed one JSON document per line. */
+class JsonLines {
+  constructor(readonly items: unknown[]) {}
+}
 
 /** A mistake of the caller: printed as one line on stderr, exit code 2. */
 class UsageError extends Error {}
@@ -20,6 +26,7 @@ const USAGE = `usage: device-auth <command>
   user create --email EMAIL --password PASSWORD [--name NAME]
   user ban EMAIL
   user unban EMAIL
+  events --user EMAIL           what happened to each of the user's device links, as JSON lines
 
 Reads DATABASE_URL (PostgreSQL) or DATA_DIR (embedded database, default ./data).
 Prints JSON on stdout; errors go to stderr with a non-zero exit code.`;
@@ -102,6 +109,15 @@ export async function runCli(argv: string[]): Promise<unknown> {
       }
       break;
     }
+    case 'events': {
+      const { values } = parse([sub, ...rest].filter((a): a is string => a !== undefined), { user: { type: 'string' } });
+      const email = normaliseEmail(required(values, 'user'));
+      return withDatabase(async (d) => {
+        const events = await eventsOfUser(d.db, email);
+        if (!events) throw new UsageError(`no user ${email}`);
+        return new JsonLines(events);
+      });
+    }
     case undefined:
     case 'help':
     case '--help':
@@ -122,6 +138,7 @@ async function main(): Promise<void> {
   try {
     const result = await runCli(process.argv.slice(2));
     if (typeof result === 'string') process.stdout.write(`${result}\n`);
+    else if (result instanceof JsonLines) process.stdout.write(result.items.map((item) => `${JSON.stringify(item)}\n`).join(''));
     else process.stdout.write(`${JSON.stringify(result)}\n`);
   } catch (error) {
     const usage = error instanceof UsageError || error instanceof ZodError || error instanceof ConfigError;
