@@ -8,6 +8,7 @@ import { eventsOfUser } from '../accounts/events.js';
 import { createUser, normaliseEmail } from '../accounts/users.js';
 import { createClient } from '../oauth/clients.js';
 import { setClientDisabledAt } from '../repositories/clients.js';
+import { simulateDeviceLogin } from './login.js';
 
 /** Output printed one JSON document per line. */
 class JsonLines {
@@ -26,6 +27,8 @@ const USAGE = `usage: device-auth <command>
   user create --email EMAIL --password PASSWORD [--name NAME]
   user ban EMAIL
   user unban EMAIL
+  login --client CLIENT_ID [--secret SECRET] [--issuer URL] [--scope SCOPE]
+                                a device simulator: shows a code and phrase like a TV, polls, prints the tokens
   events --user EMAIL           what happened to each of the user's device links, as JSON lines
 
 Reads DATABASE_URL (PostgreSQL) or DATA_DIR (embedded database, default ./data).
@@ -108,6 +111,30 @@ export async function runCli(argv: string[]): Promise<unknown> {
         });
       }
       break;
+    }
+    case 'login': {
+      const { values } = parse([sub, ...rest].filter((a): a is string => a !== undefined), {
+        client: { type: 'string' },
+        secret: { type: 'string' },
+        issuer: { type: 'string' },
+        scope: { type: 'string' },
+      });
+      const issuer = values.issuer ?? loadConfig().issuer;
+      try {
+        return await simulateDeviceLogin({
+          issuer,
+          clientId: required(values, 'client'),
+          clientSecret: values.secret,
+          scope: values.scope,
+          screen: (text) => process.stderr.write(text),
+        });
+      } catch (error) {
+        if (error instanceof TypeError) {
+          const cause = error.cause instanceof Error ? `: ${error.cause.message}` : '';
+          throw new Error(`cannot reach the server: ${error.message}${cause}`);
+        }
+        throw error;
+      }
     }
     case 'events': {
       const { values } = parse([sub, ...rest].filter((a): a is string => a !== undefined), { user: { type: 'string' } });

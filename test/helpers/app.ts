@@ -17,8 +17,21 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
+/** Real time plus whatever the test has skipped ahead: for clients that really wait. */
+export class RealTimeClock extends ManualClock {
+  #offsetMs = 0;
+  override now(): Date {
+    return new Date(Date.now() + this.#offsetMs);
+  }
+  override advance(seconds: number): void {
+    this.#offsetMs += seconds * 1000;
+  }
+}
+
 export interface TestAppOptions {
   env?: Record<string, string>;
+  /** Let time pass for real (a child process that sleeps between polls). */
+  realTime?: boolean;
   /** Reuse a database (several instances on one database); it is not dropped by close(). */
   database?: TestDatabase;
 }
@@ -27,7 +40,7 @@ export interface TestAppOptions {
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const database = options.database ?? (await createTestDatabase());
   const config = loadConfig({ ISSUER: 'http://localhost:3000', LOG_LEVEL: 'silent', ...options.env });
-  const clock = new ManualClock();
+  const clock = options.realTime ? new RealTimeClock() : new ManualClock();
   const deps = await createDeps({ database: database.handle, config, log: pino({ level: 'silent' }), clock });
   const app = await buildApp(deps, { logger: false });
   await app.ready();

@@ -1,0 +1,132 @@
+import { spawn } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
+import { BIN } from '../helpers/cli.js';
+import { simulateDeviceLogin } from '../../src/cli/login.js';
+import { decide } from '../helpers/device.js';
+import { freePort } from '../helpers/server-process.js';
+
+let t: TestApp;
+let issuer: string;
+let user: { userId: string };
+
+beforeAll(async () => {
+  const port = await freePort();
+  issuer = `http://127.0.0.1:${port}`;
+  // The simulator follows the discovery document, so the issuer must be where the server listens.
+  t = await startTestApp({ realTime: true, env: { DEVICE_POLL_INTERVAL: '1', ISSUER: issuer } });
+  await t.app.listen({ port, host: '127.0.0.1' });
+  user = await seedUser(t);
+});
+afterAll(() => t.close());
+
+interface Run {
+  screen: Promise<string>;
+  done: Promise<{ code: number | null; stdout: string; stderr: string }>;
+}
+
+/** Runs `device-auth login` and hands back the user code as soon as the "TV" shows it. */
+function runLogin(args: string[]): Run & { userCode: Promise<string> } {
+  const child = spawn(process.execPath, [BIN, 'login', ...args], { env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  let resolveCode: (code: string) => void;
+  const userCode = new Promise<string>((r) => (resolveCode = r));
+  child.stdout.on('data', (c) => (stdout += c));
+  child.stderr.on('data', (c) => {
+    stderr += c;
+    const match = /enter the code:\s+([A-Z]{4}-[A-Z]{4})/.exec(stderr);
+    if (match?.[1]) resolveCode(match[1]);
+  });
+  const killer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.on('exit', (code) => {
+      clearTimeout(killer);
+      resolve({ code, stdout, stderr });
+    }),
+  );
+  return { userCode, screen: done.then(() => stderr), done };
+}
+
+describe('device-auth login (device simulator)', () => {
+  it('shows the code, the URI, the phrase and a QR code, polls, and prints the tokens when approved', async () => {
+    const { clientId } = await seedClient(t);
+    const run = runLogin(['--client', clientId, '--issuer', issuer, '--scope', 'openid profile offline_access']);
+    const userCode = await run.userCode;
+    expect(await decide(t, userCode, user.userId, 'approve')).toBe('approved');
+    const result = await run.done;
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain(`${issuer}/activate`);
+    expect(result.stderr).toMatch(/pick this phrase:\s+[A-Z][a-z]+[A-Z][a-z]+/);
+    // The QR code is drawn with block characters.
+    expect(result.stderr).toMatch(/[▀▄█]/);
+    const tokens = JSON.parse(result.stdout);
+    expect(tokens).toMatchObject({ token_type: 'Bearer', access_token: expect.stringMatching(/^da_at_/), refresh_token: expect.stringMatching(/^da_rt_/) });
+  });
+
+  it('authenticates a confidential bot with its secret', async () => {
+    const { clientId, clientSecret } = await seedClient(t, { kind: 'bot', type: 'confidential' });
+    const run = runLogin(['--client', clientId, '--secret', clientSecret!, '--issuer', issuer]);
+    const userCode = await run.userCode;
+    await decide(t, userCode, user.userId, 'approve');
+    const result = await run.done;
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain(`${issuer}/activate/bot`);
+  });
+
+  it('stops with the reason when the user denies', async () => {
+    const { clientId } = await seedClient(t);
+    const run = runLogin(['--client', clientId, '--issuer', issuer]);
+    await decide(t, await run.userCode, user.userId, 'deny');
+    const result = await run.done;
+    expect(result.code).not.toBe(0);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain('denied');
+  });
+
+  it('stops with the reason when the phrase picked was wrong', async () => {
+    const { clientId } = await seedClient(t);
+    const run = runLogin(['--client', clientId, '--issuer', issuer]);
+    await decide(t, await run.userCode, user.userId, 'wrong_phrase');
+    const result = await run.done;
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('confirmation phrase');
+  });
+
+  it('stops with the reason when the code expires', async () => {
+    const { clientId } = await seedClient(t);
+    const run = runLogin(['--client', clientId, '--issuer', issuer]);
+    await run.userCode;
+    t.clock.advance(601);
+    const result = await run.done;
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('expired');
+  });
+
+  it('honours slow_down: each one adds 5 seconds to this and every later wait', async () => {
+    const { clientId } = await seedClient(t);
+    const waits: number[] = [];
+    let userCode = '';
+    const tokens = await simulateDeviceLogin({
+      issuer,
+      clientId,
+      screen: (text) => {
+        userCode ||= /enter the code:\s+([A-Z]{4}-[A-Z]{4})/.exec(text)?.[1] ?? '';
+      },
+      // The first two waits are cut short, so the server answers slow_down twice.
+      sleep: async (seconds) => {
+        waits.push(seconds);
+        if (waits.length >= 3) t.clock.advance(seconds);
+        if (waits.length === 4) await decide(t, userCode, user.userId, 'approve');
+      },
+    });
+    expect(waits).toEqual([1, 6, 11, 11]);
+    expect(tokens.access_token).toMatch(/^da_at_/);
+  });
+
+  it('an unknown client is refused with the server\'s reason', async () => {
+    const result = await runLogin(['--client', 'tv_nobody', '--issuer', issuer]).done;
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('invalid_client');
+  });
+});
