@@ -1,4 +1,5 @@
 import qrcode from 'qrcode-terminal';
+import type { DeviceAuthorizationResponse } from '../oauth/device/authorization.js';
 
 /**
  * A device simulator: behaves like a TV. It asks for a code, shows what a TV shows (user code,
@@ -67,15 +68,7 @@ export async function simulateDeviceLogin(options: LoginOptions): Promise<Record
   if (code.status !== 200) {
     throw new LoginStopped('error', `device code request refused: ${String(code.json.error)}: ${String(code.json.error_description ?? '')}`);
   }
-  const auth = code.json as {
-    device_code: string;
-    user_code: string;
-    verification_uri: string;
-    verification_uri_complete: string;
-    expires_in: number;
-    interval: number;
-    confirmation_phrase: string;
-  };
+  const auth = code.json as unknown as DeviceAuthorizationResponse;
 
   options.screen(
     [

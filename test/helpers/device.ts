@@ -1,4 +1,5 @@
 import { expect } from 'vitest';
+import type { DeviceAuthorizationResponse } from '../../src/oauth/device/authorization.js';
 import { findDeviceRequestByUserCode } from '../../src/repositories/device-requests.js';
 import { userCodeHmac } from '../../src/oauth/device/user-code.js';
 import { approveWithPhrase, denyRequest } from '../../src/oauth/device/verification.js';
@@ -13,15 +14,7 @@ export async function requestDeviceCode(t: TestApp, fields: Record<string, strin
 export async function startDeviceFlow(t: TestApp, clientId: string, extra: Record<string, string> = {}, headers: Record<string, string> = {}) {
   const res = await requestDeviceCode(t, { client_id: clientId, ...extra }, headers);
   expect(res.statusCode, res.body).toBe(200);
-  return res.json() as {
-    device_code: string;
-    user_code: string;
-    verification_uri: string;
-    verification_uri_complete: string;
-    expires_in: number;
-    interval: number;
-    confirmation_phrase: string;
-  };
+  return res.json() as DeviceAuthorizationResponse;
 }
 
 export async function poll(t: TestApp, clientId: string | undefined, deviceCode: string, headers: Record<string, string> = {}) {
