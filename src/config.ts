@@ -24,6 +24,9 @@ const schema = z
     ID_TOKEN_TTL: seconds(3600),
     REFRESH_TOKEN_TTL: seconds(5_184_000),
     SESSION_TTL: seconds(12 * 3600),
+    PURGE_INTERVAL: z.coerce.number().int().min(0).default(300),
+    PURGE_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(500),
+    LINK_RETENTION: z.coerce.number().int().min(0).default(30 * 86400),
     TRUST_PROXY: z.string().default('false'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
@@ -46,6 +49,13 @@ const schema = z
       sessionTtl: env.SESSION_TTL,
       logLevel: env.LOG_LEVEL,
       trustProxy: parseTrustProxy(env.TRUST_PROXY),
+      purgeIntervalSeconds: env.PURGE_INTERVAL,
+      purge: {
+        batchSize: env.PURGE_BATCH_SIZE,
+        maxBatches: 1000,
+        linkRetentionSeconds: env.LINK_RETENTION,
+        deviceRequestRetentionSeconds: 3600,
+      },
     };
   });
 

@@ -6,6 +6,8 @@ import { migrateToLatest } from './db/migrate.js';
 import { createDeps } from './deps.js';
 import { systemClock } from './lib/clock.js';
 import { loggerOptions } from './lib/logging.js';
+import { purgeExpired } from './oauth/housekeeping.js';
+import type { Deps } from './deps.js';
 
 async function main(): Promise<void> {
   let config;
@@ -27,6 +29,8 @@ async function main(): Promise<void> {
   const deps = await createDeps({ database, config, log, clock: systemClock });
   const app = await buildApp(deps, { logger: log });
 
+  const purgeTimer = startPurging(deps);
+
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -35,6 +39,7 @@ async function main(): Promise<void> {
     // Whatever happens, leave within a bound.
     const deadline = setTimeout(() => process.exit(1), 10_000);
     deadline.unref();
+    if (purgeTimer) clearInterval(purgeTimer);
     await app.close();
     await database.close();
     log.info('stopped');
@@ -45,6 +50,23 @@ async function main(): Promise<void> {
 
   await app.listen({ port: config.port, host: config.host });
   log.info({ issuer: config.issuer, database: database.kind }, 'device-auth ready');
+}
+
+/** Periodic purge; a failed run (database away) is logged and retried at the next tick. */
+function startPurging(deps: Deps): NodeJS.Timeout | null {
+  const seconds = deps.config.purgeIntervalSeconds;
+  if (seconds === 0) return null;
+  let running = false;
+  const timer = setInterval(() => {
+    if (running) return;
+    running = true;
+    purgeExpired(deps.db, deps.clock.now(), deps.config.purge)
+      .then((counts) => deps.log.info({ purged: counts }, 'purge done'))
+      .catch((error: unknown) => deps.log.warn({ err: error }, 'purge failed'))
+      .finally(() => (running = false));
+  }, seconds * 1000);
+  timer.unref();
+  return timer;
 }
 
 main().catch((error: unknown) => {

@@ -9,6 +9,7 @@ import { createUser, normaliseEmail } from '../accounts/users.js';
 import { createClient } from '../oauth/clients.js';
 import { setClientDisabledAt } from '../repositories/clients.js';
 import { simulateDeviceLogin } from './login.js';
+import { purgeExpired } from '../oauth/housekeeping.js';
 
 /** Output printed one JSON document per line. */
 class JsonLines {
@@ -29,6 +30,7 @@ const USAGE = `usage: device-auth <command>
   user unban EMAIL
   login --client CLIENT_ID [--secret SECRET] [--issuer URL] [--scope SCOPE]
                                 a device simulator: shows a code and phrase like a TV, polls, prints the tokens
+  purge                         delete expired requests, sessions, tokens and long-ended chains now
   events --user EMAIL           what happened to each of the user's device links, as JSON lines
 
 Reads DATABASE_URL (PostgreSQL) or DATA_DIR (embedded database, default ./data).
@@ -135,6 +137,10 @@ export async function runCli(argv: string[]): Promise<unknown> {
         }
         throw error;
       }
+    }
+    case 'purge': {
+      const config = loadConfig();
+      return withDatabase((d) => purgeExpired(d.db, new Date(), config.purge));
     }
     case 'events': {
       const { values } = parse([sub, ...rest].filter((a): a is string => a !== undefined), { user: { type: 'string' } });
