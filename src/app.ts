@@ -12,6 +12,10 @@ import { viewsFolder } from './lib/paths.js';
 import { healthRoutes } from './http/health-routes.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
+import { registerCsrfCheck } from './http/plugins/csrf.js';
+import { registerSessions } from './http/plugins/session.js';
+import { activateRoutes } from './http/page-routes/activate.js';
+import { signInRoutes } from './http/page-routes/sign-in.js';
 import { deviceAuthorizationRoutes } from './http/oauth-routes/device-authorization.js';
 import { discoveryRoutes } from './http/oauth-routes/discovery.js';
 import { tokenRoutes } from './http/oauth-routes/token.js';
@@ -61,6 +65,14 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   deviceAuthorizationRoutes(app, deps);
   tokenRoutes(app, deps);
   userinfoRoutes(app, deps);
+
+  // Pages get browser sessions and the CSRF check; OAuth endpoints never see a cookie.
+  await app.register(async (pages) => {
+    registerSessions(pages, deps);
+    registerCsrfCheck(pages);
+    signInRoutes(pages, deps);
+    activateRoutes(pages, deps);
+  });
 
   return app;
 }

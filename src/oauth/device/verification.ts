@@ -79,3 +79,35 @@ export async function approveWithPhrase(
 export async function denyRequest(deps: Deps, requestId: string, userId: string): Promise<Decision> {
   return (await denyDeviceRequest(deps.db, requestId, userId, deps.clock.now())) ? 'denied' : 'already_decided';
 }
+
+export type RefusedCode = Exclude<CodeLookup, { kind: 'pending' }>;
+
+export type DecisionChoice = { action: 'approve'; phrase: string } | { action: 'deny' };
+
+export type DecisionOutcome = { kind: 'decided'; decision: Decision } | { kind: 'refused'; refusal: RefusedCode };
+
+/**
+ * The decision on the request the user saw on the approval page. Everything is checked again
+ * (code, page, expiry, and that the code still names the request that was shown), and the
+ * conditional UPDATE has the last word: a form resubmitted from history or a second tab
+ * changes nothing. Requests are named by the user code, never by id alone, so nobody can
+ * decide a request whose code they were not given.
+ */
+export async function decideShownRequest(
+  deps: Deps,
+  page: ActivationPage,
+  shown: { userCode: string; requestId: string },
+  user: { userId: string; authTime: Date },
+  choice: DecisionChoice,
+): Promise<DecisionOutcome> {
+  const lookup = await lookUpUserCode(deps, shown.userCode, page);
+  if (lookup.kind === 'already_used' || (lookup.kind === 'pending' && lookup.request.requestId !== shown.requestId)) {
+    return { kind: 'decided', decision: 'already_decided' };
+  }
+  if (lookup.kind !== 'pending') return { kind: 'refused', refusal: lookup };
+  const decision =
+    choice.action === 'approve'
+      ? await approveWithPhrase(deps, lookup.request.requestId, user, choice.phrase)
+      : await denyRequest(deps, lookup.request.requestId, user.userId);
+  return { kind: 'decided', decision };
+}

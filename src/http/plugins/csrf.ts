@@ -1,0 +1,26 @@
+import type { FastifyInstance } from 'fastify';
+import { isValidCsrfToken } from '../../accounts/sessions.js';
+import { PageError } from '../../oauth/errors.js';
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * Every state-changing page request must carry its session's CSRF token in the csrf_token
+ * field. Checked here, once, before any route runs: a route cannot forget it.
+ * Registered after registerSessions, which loads request.session.
+ */
+export function registerCsrfCheck(app: FastifyInstance): void {
+  app.addHook('preHandler', async (request) => {
+    if (SAFE_METHODS.has(request.method)) return;
+    const body = request.body && typeof request.body === 'object' ? (request.body as Record<string, unknown>) : {};
+    const submitted = body.csrf_token;
+    const session = request.session;
+    if (typeof submitted !== 'string' || !session || !isValidCsrfToken(session, submitted)) {
+      throw new PageError(
+        403,
+        'This form has expired',
+        'The form was not accepted because it came without a valid security token, or your session ended. Nothing was changed. Go back, reload the page and try again.',
+      );
+    }
+  });
+}

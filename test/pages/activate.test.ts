@@ -1,0 +1,407 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findDeviceRequestByUserCode } from '../../src/repositories/device-requests.js';
+import { userCodeHmac } from '../../src/oauth/device/user-code.js';
+import { basicAuth, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
+import { Browser, inputValue, phraseChoices, signedInBrowser } from '../helpers/browser.js';
+import { poll, startDeviceFlow } from '../helpers/device.js';
+
+let t: TestApp;
+let tv: { clientId: string };
+let bot: { clientId: string; clientSecret: string | null };
+let browser: Browser;
+
+beforeAll(async () => {
+  t = await startTestApp();
+  tv = await seedClient(t, { kind: 'tv', name: 'Living Room TV' });
+  bot = await seedClient(t, { kind: 'bot', type: 'confidential', name: 'Helper Bot' });
+  browser = await signedInBrowser(t, await seedUser(t));
+});
+afterAll(() => t.close());
+
+const startTv = (extra: Record<string, string> = {}) => startDeviceFlow(t, tv.clientId, extra);
+const startBot = () => startDeviceFlow(t, bot.clientId, {}, { authorization: basicAuth(bot.clientId, bot.clientSecret!) });
+
+async function storedRequest(userCode: string) {
+  const row = await findDeviceRequestByUserCode(t.deps.db, userCodeHmac(t.deps.secrets.userCodeKey, userCode));
+  if (!row) throw new Error(`no request for ${userCode}`);
+  return row;
+}
+
+/** The code step, then the approval page, as a user typing `typed` on `path` gets them. */
+async function enterCode(typed: string, path = '/activate', as = browser) {
+  await as.get(path);
+  return as.post(path, { user_code: typed });
+}
+
+/** Submits the decision form of an approval page as the browser would. */
+function decide(approvalPage: string, action: 'approve' | 'deny', phrase: string | undefined, as = browser, path = '/activate') {
+  return as.post(`${path}/decision`, {
+    user_code: inputValue(approvalPage, 'user_code'),
+    request_id: inputValue(approvalPage, 'request_id'),
+    action,
+    phrase,
+  });
+}
+
+/** What the device hears on its next poll, after waiting its interval. */
+async function devicePoll(deviceCode: string) {
+  t.clock.advance(5);
+  return poll(t, tv.clientId, deviceCode);
+}
+
+describe('code step', () => {
+  it.each([
+    ['/activate', 'Connect a device'],
+    ['/activate/bot', 'Connect a bot'],
+  ])('%s shows "%s" with a labelled Code input and a CSRF token', async (path, title) => {
+    const res = await browser.get(path);
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toContain(`<h1>${title}</h1>`);
+    expect(res.body).toContain('<label for="user_code">Code</label>');
+    expect(res.body).toMatch(/<input type="text" id="user_code" name="user_code"/);
+    expect(inputValue(res.body, 'csrf_token')).toBe(browser.csrfToken);
+    expect(res.body).toContain(`action="${path}"`);
+  });
+
+  it('prefills the code from ?user_code=, normalised', async () => {
+    const { user_code } = await startTv();
+    const res = await browser.get(`/activate?user_code=${user_code.toLowerCase().replace('-', '')}`);
+    expect(inputValue(res.body, 'user_code')).toBe(user_code);
+  });
+
+  it.each([
+    ['as shown', (code: string) => code],
+    ['lowercase', (code: string) => code.toLowerCase()],
+    ['without the hyphen', (code: string) => code.replace('-', '')],
+    ['lowercase, spaced, without the hyphen', (code: string) => ` ${code.toLowerCase().replace('-', ' ')} `],
+  ])('accepts the code %s', async (_case, typed) => {
+    const { user_code } = await startTv();
+    const res = await enterCode(typed(user_code));
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toContain('Living Room TV');
+    expect(inputValue(res.body, 'user_code')).toBe(user_code);
+  });
+
+  it('an unknown code: a clear message, the code step again with the typed code', async () => {
+    const res = await enterCode('BCDF-GHJK');
+    expect(res.statusCode).toBe(400);
+    expect(res.body).toContain('That code was not found.');
+    expect(inputValue(res.body, 'user_code')).toBe('BCDF-GHJK');
+    expect(res.body).toContain('<label for="user_code">Code</label>');
+  });
+
+  it('something that cannot be a code: says what a code looks like', async () => {
+    const res = await enterCode('hello');
+    expect(res.statusCode).toBe(400);
+    expect(res.body).toContain('Codes have 8 letters');
+  });
+
+  it('an expired code: a clear message', async () => {
+    const { user_code } = await startTv();
+    t.clock.advance(t.config.deviceCodeTtl);
+    const res = await enterCode(user_code);
+    expect(res.statusCode).toBe(410);
+    expect(res.body).toContain('That code has expired.');
+  });
+
+  it('a used code: a clear message', async () => {
+    const { user_code } = await startTv();
+    const approval = await enterCode(user_code);
+    await decide(approval.body, 'deny', undefined);
+    const res = await enterCode(user_code);
+    expect(res.statusCode).toBe(410);
+    expect(res.body).toContain('That code has already been used.');
+  });
+
+  it.each([
+    ['a bot code on /activate', startBot, '/activate', 'That code belongs to a bot.', '/activate/bot', 'Connect a bot'],
+    ['a TV code on /activate/bot', startTv, '/activate/bot', 'That code belongs to a device, not a bot.', '/activate', 'Connect a device'],
+  ])('%s: a message with a link to the right page, keeping the code', async (_case, start, typedOn, message, rightPage, linkText) => {
+    const { user_code } = await start();
+    const res = await enterCode(user_code, typedOn);
+    expect(res.statusCode).toBe(400);
+    expect(res.body).toContain(message);
+    expect(res.body).toContain(`<a href="${rightPage}?user_code=${user_code}">${linkText}</a>`);
+    expect(phraseChoices(res.body)).toHaveLength(0);
+  });
+
+  it('a bot code on /activate/bot reaches the approval step', async () => {
+    const { user_code } = await startBot();
+    const res = await enterCode(user_code, '/activate/bot');
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toContain('Helper Bot');
+    expect(res.body).toContain('action="/activate/bot/decision"');
+  });
+
+  it('a signed-out POST of a code goes to sign-in, keeping the code', async () => {
+    const anonymous = new Browser(t);
+    await anonymous.get('/signin');
+    const res = await anonymous.post('/activate', { user_code: 'BCDF-GHJK' });
+    expect(res.statusCode).toBe(303);
+    expect(res.headers.location).toBe(`/signin?return_to=${encodeURIComponent('/activate?user_code=BCDF-GHJK')}`);
+  });
+});
+
+describe('approval step', () => {
+  const platform = {
+    scope: 'openid profile email offline_access',
+    platform_name: '<script>alert(1)</script>',
+    platform_description: 'Kitchen tablet "by the fridge" & <b>friends</b>',
+    platform_icon: 'https://icons.example.test/tv.png?size=48&x="onerror="alert(1)',
+  };
+
+  it('shows the app name, the scopes in plain words and each platform field marked Unverified', async () => {
+    const { user_code } = await startTv(platform);
+    const res = await enterCode(user_code);
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toContain('<p class="app-name" id="app-name">Living Room TV</p>');
+    for (const words of ['Confirm who you are', 'See your name', 'See your email address', 'Stay signed in until you sign it out']) {
+      expect(res.body).toContain(`<li>${words}</li>`);
+    }
+    expect(res.body).toContain('&lt;script&gt;alert(1)&lt;/script&gt; <span class="unverified">Unverified</span>');
+    expect(res.body).toContain('Kitchen tablet &quot;by the fridge&quot; &amp; &lt;b&gt;friends&lt;/b&gt; <span class="unverified">Unverified</span>');
+    expect(res.body.match(/<span class="unverified">Unverified<\/span>/g)).toHaveLength(3);
+  });
+
+  it('escapes every platform field: no markup or attribute of the device reaches the page', async () => {
+    const { user_code } = await startTv(platform);
+    const res = await enterCode(user_code);
+    expect(res.body).not.toContain('<script>');
+    expect(res.body).not.toContain('<b>');
+    expect(res.body).not.toContain('"onerror="');
+  });
+
+  it('shows the icon as an image sent without a referrer, marked Unverified', async () => {
+    const { user_code } = await startTv(platform);
+    const res = await enterCode(user_code);
+    const img = /<img [^>]*>/.exec(res.body)?.[0] ?? '';
+    expect(img).toContain('src="https://icons.example.test/tv.png?size=48&amp;x=&quot;onerror=&quot;alert(1)"');
+    expect(img).toContain('referrerpolicy="no-referrer"');
+    expect(res.body).toMatch(/<img [^>]*> <span class="unverified">Unverified<\/span>/);
+  });
+
+  it('without platform fields there is nothing to mark and no image', async () => {
+    const { user_code } = await startTv();
+    const res = await enterCode(user_code);
+    expect(res.body).not.toContain('Unverified');
+    expect(res.body).not.toContain('<img');
+  });
+
+  it('offers the three phrase choices as labelled radios, in the stored order, the same on reload', async () => {
+    const { user_code, confirmation_phrase } = await startTv();
+    const stored = await storedRequest(user_code);
+    const first = await enterCode(user_code);
+    expect(phraseChoices(first.body)).toEqual(stored.phrase_choices);
+    expect(phraseChoices(first.body)).toHaveLength(3);
+    expect(phraseChoices(first.body)).toContain(confirmation_phrase);
+    expect(first.body).toMatch(/<fieldset class="phrases">\s*<legend>Which phrase does your device show\?<\/legend>/);
+    stored.phrase_choices.forEach((phrase, index) => {
+      expect(first.body).toContain(
+        `<label class="phrase" for="phrase-${index}"><input type="radio" id="phrase-${index}" name="phrase" value="${phrase}" required> ${phrase}</label>`,
+      );
+    });
+    const reload = await enterCode(user_code);
+    expect(phraseChoices(reload.body)).toEqual(stored.phrase_choices);
+  });
+
+  it('has Approve and Deny buttons; Deny works without a phrase chosen', async () => {
+    const { user_code } = await startTv();
+    const res = await enterCode(user_code);
+    expect(res.body).toContain('<button type="submit" name="action" value="approve">Approve</button>');
+    expect(res.body).toContain('<button type="submit" name="action" value="deny" class="danger" formnovalidate>Deny</button>');
+  });
+});
+
+describe('decision', () => {
+  it('approve with the right phrase: "Device connected", and the device gets its tokens', async () => {
+    const { user_code, device_code, confirmation_phrase } = await startTv();
+    const approval = await enterCode(user_code);
+    const res = await decide(approval.body, 'approve', confirmation_phrase);
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toContain('Device connected. You can return to your device.');
+    const tokens = await devicePoll(device_code);
+    expect(tokens.statusCode).toBe(200);
+    expect(tokens.json().access_token).toMatch(/^da_at_/);
+  });
+
+  it('the approval records the signed-in user and the time they signed in', async () => {
+    const user = await seedUser(t);
+    const signedInAt = t.clock.now();
+    const someone = await signedInBrowser(t, user);
+    t.clock.advance(60);
+    const { user_code, confirmation_phrase } = await startTv();
+    const approval = await enterCode(user_code, '/activate', someone);
+    await decide(approval.body, 'approve', confirmation_phrase, someone);
+    const row = await t.deps.db.selectFrom('device_requests').select(['user_id', 'auth_time', 'status']).where('request_id', '=', inputValue(approval.body, 'request_id')!).executeTakeFirstOrThrow();
+    expect(row).toEqual({ user_id: user.userId, auth_time: signedInAt, status: 'approved' });
+  });
+
+  it('a bot is approved on /activate/bot', async () => {
+    const { user_code, confirmation_phrase } = await startBot();
+    const approval = await enterCode(user_code, '/activate/bot');
+    const res = await decide(approval.body, 'approve', confirmation_phrase, browser, '/activate/bot');
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toContain('<h1>Connect a bot</h1>');
+    expect((await storedRequest(user_code)).status).toBe('approved');
+  });
+
+  it('approve with a wrong phrase: the request is cancelled, the page says to start again, the device hears access_denied', async () => {
+    const { user_code, device_code, confirmation_phrase } = await startTv();
+    const approval = await enterCode(user_code);
+    const decoy = phraseChoices(approval.body).find((phrase) => phrase !== confirmation_phrase);
+    const res = await decide(approval.body, 'approve', decoy);
+    expect(res.body).toContain(
+      'That phrase does not match the one on your device. The request has been cancelled for your safety; start again on the device.',
+    );
+    expect((await devicePoll(device_code)).json().error).toBe('access_denied');
+  });
+
+  it('deny: "Request denied.", and the device hears access_denied', async () => {
+    const { user_code, device_code } = await startTv();
+    const approval = await enterCode(user_code);
+    const res = await decide(approval.body, 'deny', undefined);
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toContain('Request denied.');
+    expect((await devicePoll(device_code)).json().error).toBe('access_denied');
+  });
+
+  it('approve without choosing a phrase changes nothing', async () => {
+    const { user_code } = await startTv();
+    const approval = await enterCode(user_code);
+    const res = await decide(approval.body, 'approve', undefined);
+    expect(res.statusCode).toBe(400);
+    expect(res.body).toContain('Choose the phrase your device shows');
+    expect((await storedRequest(user_code)).status).toBe('pending');
+  });
+
+  it.each([
+    ['approve after deny', 'deny', 'approve', 'access_denied'],
+    ['deny after approve', 'approve', 'deny', null],
+    ['approve after approve', 'approve', 'approve', null],
+    ['approve after a wrong phrase', 'wrong', 'approve', 'access_denied'],
+  ] as const)('a resubmitted form (%s) changes nothing', async (_case, first, second, deviceError) => {
+    const { user_code, device_code, confirmation_phrase } = await startTv();
+    const approval = await enterCode(user_code);
+    const decoy = phraseChoices(approval.body).find((phrase) => phrase !== confirmation_phrase);
+    const submit = (choice: 'approve' | 'deny' | 'wrong') =>
+      choice === 'wrong' ? decide(approval.body, 'approve', decoy) : decide(approval.body, choice, confirmation_phrase);
+    expect((await submit(first)).statusCode).toBe(200);
+    const again = await submit(second);
+    expect(again.statusCode).toBe(409);
+    expect(again.body).toContain('This request was already decided and can no longer change.');
+    const answer = await devicePoll(device_code);
+    if (deviceError) expect(answer.json().error).toBe(deviceError);
+    else expect(answer.statusCode).toBe(200);
+  });
+
+  it('a second tab that still shows the approval page cannot change a decision', async () => {
+    const user = await seedUser(t);
+    const firstTab = await signedInBrowser(t, user);
+    const secondTab = await signedInBrowser(t, user);
+    const { user_code, device_code, confirmation_phrase } = await startTv();
+    const pageInFirst = await enterCode(user_code, '/activate', firstTab);
+    const pageInSecond = await enterCode(user_code, '/activate', secondTab);
+    expect((await decide(pageInFirst.body, 'approve', confirmation_phrase, firstTab)).statusCode).toBe(200);
+    const late = await decide(pageInSecond.body, 'deny', undefined, secondTab);
+    expect(late.statusCode).toBe(409);
+    expect(late.body).toContain('can no longer change');
+    expect((await devicePoll(device_code)).statusCode).toBe(200);
+  });
+
+  it('of racing submissions from two tabs exactly one decides', async () => {
+    const { user_code } = await startTv();
+    const approval = await enterCode(user_code);
+    const results = await Promise.all([decide(approval.body, 'deny', undefined), decide(approval.body, 'deny', undefined), decide(approval.body, 'deny', undefined)]);
+    expect(results.map((r) => r.statusCode).sort()).toEqual([200, 409, 409]);
+  });
+
+  it('a decision after the code expired changes nothing', async () => {
+    const { user_code, confirmation_phrase } = await startTv();
+    const approval = await enterCode(user_code);
+    t.clock.advance(t.config.deviceCodeTtl);
+    const res = await decide(approval.body, 'approve', confirmation_phrase);
+    expect(res.statusCode).toBe(410);
+    expect(res.body).toContain('That code has expired.');
+    expect((await storedRequest(user_code)).status).toBe('pending');
+  });
+
+  it('a request is named by its user code: a forged request_id decides nothing else', async () => {
+    const victim = await startTv();
+    const mine = await startTv();
+    const victimId = (await storedRequest(victim.user_code)).request_id;
+    const approval = await enterCode(mine.user_code);
+    const res = await browser.post('/activate/decision', { user_code: mine.user_code, request_id: victimId, action: 'deny' });
+    expect(res.statusCode).toBe(409);
+    expect((await storedRequest(victim.user_code)).status).toBe('pending');
+    expect((await storedRequest(mine.user_code)).status).toBe('pending');
+    expect(inputValue(approval.body, 'request_id')).not.toBe(victimId);
+  });
+
+  it('a TV request cannot be decided through /activate/bot/decision', async () => {
+    const { user_code } = await startTv();
+    const approval = await enterCode(user_code);
+    const res = await decide(approval.body, 'deny', undefined, browser, '/activate/bot');
+    expect(res.statusCode).toBe(400);
+    expect(res.body).toContain('That code belongs to a device, not a bot.');
+    expect((await storedRequest(user_code)).status).toBe('pending');
+  });
+
+  it('a signed-out decision goes to sign-in and decides nothing', async () => {
+    const { user_code } = await startTv();
+    const approval = await enterCode(user_code);
+    const anonymous = new Browser(t);
+    await anonymous.get('/signin');
+    const res = await decide(approval.body, 'deny', undefined, anonymous);
+    expect(res.statusCode).toBe(303);
+    expect(res.headers.location).toBe(`/signin?return_to=${encodeURIComponent(`/activate?user_code=${user_code}`)}`);
+    expect((await storedRequest(user_code)).status).toBe('pending');
+  });
+});
+
+describe('CSRF', () => {
+  it.each([
+    ['without a CSRF token', null],
+    ['with a wrong CSRF token', 'x'.repeat(43)],
+    ['with an empty CSRF token', ''],
+  ])('a decision posted %s is refused with 403 and the request stays pending', async (_case, csrfToken) => {
+    const { user_code, device_code, confirmation_phrase } = await startTv();
+    const approval = await enterCode(user_code);
+    const fields = { user_code, request_id: inputValue(approval.body, 'request_id'), action: 'approve', phrase: confirmation_phrase };
+    const res = await browser.post('/activate/decision', fields, { csrfToken });
+    expect(res.statusCode).toBe(403);
+    expect(res.body).toContain('Nothing was changed');
+    expect((await storedRequest(user_code)).status).toBe('pending');
+    expect((await devicePoll(device_code)).json().error).toBe('authorization_pending');
+  });
+
+  it("another session's CSRF token is refused", async () => {
+    const other = await signedInBrowser(t, await seedUser(t));
+    await other.get('/activate');
+    const { user_code } = await startTv();
+    const approval = await enterCode(user_code);
+    const res = await browser.post(
+      '/activate/decision',
+      { user_code, request_id: inputValue(approval.body, 'request_id'), action: 'deny' },
+      { csrfToken: other.csrfToken },
+    );
+    expect(res.statusCode).toBe(403);
+    expect((await storedRequest(user_code)).status).toBe('pending');
+  });
+
+  it('the code step refuses a POST without a CSRF token', async () => {
+    const { user_code } = await startTv();
+    const res = await browser.post('/activate', { user_code }, { csrfToken: null });
+    expect(res.statusCode).toBe(403);
+    expect(phraseChoices(res.body)).toHaveLength(0);
+  });
+
+  it('a repeated CSRF token field is refused', async () => {
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/activate',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `da_session=${browser.cookies.get('da_session')}` },
+      payload: `csrf_token=${browser.csrfToken}&csrf_token=${browser.csrfToken}&user_code=BCDF-GHJK`,
+    });
+    expect(res.statusCode).toBe(403);
+  });
+});
