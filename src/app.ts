@@ -10,6 +10,7 @@ import type { Deps } from './deps.js';
 import { loggerOptions } from './lib/logging.js';
 import { viewsFolder } from './lib/paths.js';
 import { healthRoutes } from './http/health-routes.js';
+import { metricsRoutes } from './http/metrics-routes.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
 import { registerCsrfCheck } from './http/plugins/csrf.js';
@@ -60,6 +61,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     reply.type('text/css; charset=utf-8').header('Cache-Control', 'public, max-age=3600').send(stylesheet),
   );
 
+  metricsRoutes(app, deps);
   healthRoutes(app, deps);
   discoveryRoutes(app, deps);
   deviceAuthorizationRoutes(app, deps);
