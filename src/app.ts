@@ -11,6 +11,7 @@ import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
 import { deviceAuthorizationRoutes } from './http/oauth-routes/device-authorization.js';
 import { discoveryRoutes } from './http/oauth-routes/discovery.js';
+import { introspectRoutes } from './http/oauth-routes/introspect.js';
 import { tokenRoutes } from './http/oauth-routes/token.js';
 import { userinfoRoutes } from './http/oauth-routes/userinfo.js';
 
@@ -50,6 +51,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   discoveryRoutes(app, deps);
   deviceAuthorizationRoutes(app, deps);
   tokenRoutes(app, deps);
+  introspectRoutes(app, deps);
   userinfoRoutes(app, deps);
 
   return app;
