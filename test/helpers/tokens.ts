@@ -1,4 +1,5 @@
 import { expect } from 'vitest';
+import { hashOpaque } from '../../src/oauth/tokens.js';
 import { basicAuth, FORM, form, seedClient, seedUser, startTestApp, type TestApp } from './app.js';
 import { decide, poll, startDeviceFlow } from './device.js';
 
@@ -54,6 +55,27 @@ export async function signIn(t: TestApp, client: TestClient, userId: string, sco
   return res.json();
 }
 
+/** A chain that has rotated once: first -> second. */
+export interface Chain {
+  first: TokenSet;
+  second: TokenSet;
+}
+
+export async function rotatedChain(t: TestApp, client: TestClient, userId: string, scope = ALL_SCOPES): Promise<Chain> {
+  const first = await signIn(t, client, userId, scope);
+  const second = await refreshed(t, client, first.refresh_token!);
+  return { first, second };
+}
+
+export const refresh = (t: TestApp, client: TestClient, refreshToken: string, scope?: string) =>
+  postAs(t, client, '/oauth/token', { grant_type: 'refresh_token', refresh_token: refreshToken, scope });
+
+export async function refreshed(t: TestApp, client: TestClient, refreshToken: string, scope?: string): Promise<TokenSet> {
+  const res = await refresh(t, client, refreshToken, scope);
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json();
+}
+
 export async function introspection(t: TestApp, resourceServer: TestClient, token: string) {
   const res = await postAs(t, resourceServer, '/oauth/introspect', { token });
   expect(res.statusCode, res.body).toBe(200);
@@ -62,3 +84,34 @@ export async function introspection(t: TestApp, resourceServer: TestClient, toke
 
 export const userinfo = (t: TestApp, accessToken: string) =>
   t.app.inject({ method: 'GET', url: '/oauth/userinfo', headers: { authorization: `Bearer ${accessToken}` } });
+
+/** The chain (device link) a refresh or access token belongs to, as stored. */
+export async function linkOf(t: TestApp, token: string) {
+  const hash = hashOpaque(token);
+  const owner =
+    (await t.deps.db.selectFrom('refresh_tokens').select('link_id').where('token_hash', '=', hash).executeTakeFirst()) ??
+    (await t.deps.db.selectFrom('access_tokens').select('link_id').where('token_hash', '=', hash).executeTakeFirstOrThrow());
+  return t.deps.db.selectFrom('device_links').selectAll().where('link_id', '=', owner.link_id).executeTakeFirstOrThrow();
+}
+
+export async function eventsOf(t: TestApp, linkId: string) {
+  return t.deps.db.selectFrom('link_events').select(['event', 'reason', 'client_ip']).where('link_id', '=', linkId).orderBy('event_id').execute();
+}
+
+/** Every given token is refused everywhere: inactive, no userinfo, no refresh. */
+export async function expectAllRefused(
+  t: TestApp,
+  resourceServer: TestClient,
+  client: TestClient,
+  tokens: { access: string[]; refresh: string[] },
+) {
+  for (const token of tokens.access) {
+    expect(await introspection(t, resourceServer, token)).toEqual({ active: false });
+    expect((await userinfo(t, token)).statusCode).toBe(401);
+  }
+  for (const token of tokens.refresh) {
+    const res = await refresh(t, client, token);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toBe('invalid_grant');
+  }
+}

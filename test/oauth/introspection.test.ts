@@ -1,12 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { banUser } from '../../src/accounts/bans.js';
+import { banUser, unbanUser } from '../../src/accounts/bans.js';
 import { setClientDisabledAt } from '../../src/repositories/clients.js';
 import { FORM, basicAuth, form, seedClient, seedUser, type TestApp } from '../helpers/app.js';
 import { decide, poll, startDeviceFlow } from '../helpers/device.js';
 import {
   ALL_SCOPES as ALL,
+  expectAllRefused,
   introspection,
   postAs,
+  refresh,
+  refreshed,
   signIn,
   startWithClients,
   userinfo,
@@ -44,6 +47,12 @@ describe('POST /oauth/introspect (RFC 7662)', () => {
     });
     // The flow's poll waits one interval after the code is issued.
     expect(body.iat - issuedAt).toBe(5);
+  });
+
+  it('an access token from a refresh is active with the scope it was given', async () => {
+    const first = await signIn(t, tv, user.userId, ALL);
+    const second = await refreshed(t, tv, first.refresh_token!, 'openid');
+    expect(await introspection(t, rs, second.access_token)).toMatchObject({ active: true, scope: 'openid' });
   });
 
   /** Each returns an access token that must now be refused, or another token that never was one. */
@@ -113,7 +122,33 @@ describe('POST /oauth/introspect (RFC 7662)', () => {
   });
 });
 
+describe('a disabled app (device-auth client disable)', () => {
+  it('its token requests fail with invalid_client and its tokens are inactive', async () => {
+    const app = await seedClient(t, { kind: 'tv' });
+    const tokens = await signIn(t, app, user.userId, ALL);
+    await setClientDisabledAt(t.deps.db, app.clientId, t.clock.now());
+
+    expect(await introspection(t, rs, tokens.access_token)).toEqual({ active: false });
+    const res = await refresh(t, app, tokens.refresh_token!);
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error).toBe('invalid_client');
+  });
+});
+
 describe('a banned user', () => {
+  it('refresh is invalid_grant and introspection inactive; unbanning revives no old token', async () => {
+    const owner = await seedUser(t);
+    const tokens = await signIn(t, tv, owner.userId, ALL);
+    expect(await banUser(t.deps.db, owner.email, t.clock.now())).toMatchObject({ revoked_chains: 1 });
+    const dead = { access: [tokens.access_token], refresh: [tokens.refresh_token!] };
+    await expectAllRefused(t, rs, tv, dead);
+
+    expect(await unbanUser(t.deps.db, owner.email)).not.toBeNull();
+    await expectAllRefused(t, rs, tv, dead);
+    // Signing in again after the unban works and gives new tokens.
+    expect(await introspection(t, rs, (await signIn(t, tv, owner.userId)).access_token)).toMatchObject({ active: true });
+  });
+
   it('a device whose user was banned between approval and its poll gets access_denied, not tokens', async () => {
     const owner = await seedUser(t);
     const flow = await startDeviceFlow(t, tv.clientId);
