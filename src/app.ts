@@ -12,6 +12,7 @@ import { registerSecurityHeaders } from './http/plugins/security-headers.js';
 import { deviceAuthorizationRoutes } from './http/oauth-routes/device-authorization.js';
 import { discoveryRoutes } from './http/oauth-routes/discovery.js';
 import { introspectRoutes } from './http/oauth-routes/introspect.js';
+import { revokeRoutes } from './http/oauth-routes/revoke.js';
 import { tokenRoutes } from './http/oauth-routes/token.js';
 import { userinfoRoutes } from './http/oauth-routes/userinfo.js';
 
@@ -51,6 +52,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   discoveryRoutes(app, deps);
   deviceAuthorizationRoutes(app, deps);
   tokenRoutes(app, deps);
+  revokeRoutes(app, deps);
   introspectRoutes(app, deps);
   userinfoRoutes(app, deps);
 

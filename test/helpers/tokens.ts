@@ -76,6 +76,9 @@ export async function refreshed(t: TestApp, client: TestClient, refreshToken: st
   return res.json();
 }
 
+export const revoke = (t: TestApp, client: TestClient, token: string, hint?: string) =>
+  postAs(t, client, '/oauth/revoke', { token, token_type_hint: hint });
+
 export async function introspection(t: TestApp, resourceServer: TestClient, token: string) {
   const res = await postAs(t, resourceServer, '/oauth/introspect', { token });
   expect(res.statusCode, res.body).toBe(200);

@@ -10,6 +10,7 @@ import {
   postAs,
   refresh,
   refreshed,
+  revoke,
   signIn,
   startWithClients,
   userinfo,
@@ -68,6 +69,14 @@ describe('POST /oauth/introspect (RFC 7662)', () => {
       async () => {
         const tokens = await signIn(t, tv, user.userId);
         t.clock.advance(3600);
+        return tokens.access_token;
+      },
+    ],
+    [
+      'a revoked access token',
+      async () => {
+        const tokens = await signIn(t, tv, user.userId);
+        await revoke(t, tv, tokens.refresh_token!);
         return tokens.access_token;
       },
     ],

@@ -12,6 +12,7 @@ import {
   linkOf,
   refresh,
   refreshed,
+  revoke,
   rotatedChain,
   signIn,
   startWithClients,
@@ -123,12 +124,32 @@ describe('POST /oauth/token with grant_type=refresh_token (RFC 6749 §6)', () =>
 });
 
 describe('the end of a chain: every refresh and access token of it stops at once', () => {
+  const ok = (res: { statusCode: number }) => expect(res.statusCode).toBe(200);
+
   /** Each ends a chain that has rotated once (first -> second). */
   it.each([
     {
       how: 'the replaced refresh token is presented again: invalid_grant, chain revoked (RFC 9700 §4.14.2)',
       end: async ({ first }: Chain) => expect((await refresh(t, tv, first.refresh_token!)).json().error).toBe('invalid_grant'),
       reason: 'reuse_detected',
+      ip: '127.0.0.1',
+    },
+    {
+      how: 'the app revokes the current refresh token (RFC 7009 §2.1)',
+      end: async ({ second }: Chain) => ok(await revoke(t, tv, second.refresh_token!)),
+      reason: 'revoked_by_app',
+      ip: '127.0.0.1',
+    },
+    {
+      how: 'the app revokes the replaced refresh token (RFC 7009 §2.1)',
+      end: async ({ first }: Chain) => ok(await revoke(t, tv, first.refresh_token!)),
+      reason: 'revoked_by_app',
+      ip: '127.0.0.1',
+    },
+    {
+      how: 'the app revokes an access token (RFC 7009 §2.1)',
+      end: async ({ first }: Chain) => ok(await revoke(t, tv, first.access_token)),
+      reason: 'revoked_by_app',
       ip: '127.0.0.1',
     },
     {
