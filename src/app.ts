@@ -19,6 +19,8 @@ import { activateRoutes } from './http/page-routes/activate.js';
 import { signInRoutes } from './http/page-routes/sign-in.js';
 import { deviceAuthorizationRoutes } from './http/oauth-routes/device-authorization.js';
 import { discoveryRoutes } from './http/oauth-routes/discovery.js';
+import { introspectRoutes } from './http/oauth-routes/introspect.js';
+import { revokeRoutes } from './http/oauth-routes/revoke.js';
 import { tokenRoutes } from './http/oauth-routes/token.js';
 import { userinfoRoutes } from './http/oauth-routes/userinfo.js';
 
@@ -66,6 +68,8 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   discoveryRoutes(app, deps);
   deviceAuthorizationRoutes(app, deps);
   tokenRoutes(app, deps);
+  revokeRoutes(app, deps);
+  introspectRoutes(app, deps);
   userinfoRoutes(app, deps);
 
   // Pages get browser sessions and the CSRF check; OAuth endpoints never see a cookie.
