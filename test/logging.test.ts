@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth, seedClient, seedUser, startTestApp, type TestApp } from './helpers/app.js';
 import { Browser, inputValue, signIn } from './helpers/browser.js';
 import { poll, startDeviceFlow } from './helpers/device.js';
+import { introspection, refresh, refreshed, revoke } from './helpers/tokens.js';
 
 let t: TestApp;
 const lines: string[] = [];
@@ -36,6 +37,12 @@ describe('logs', () => {
     expect(tokens.access_token).toBeDefined();
     const userinfo = await t.app.inject({ method: 'GET', url: '/oauth/userinfo', headers: { authorization: `Bearer ${tokens.access_token}` } });
     expect(userinfo.statusCode).toBe(200);
+    // Refresh, introspection by a resource server, revocation, and a replay that revokes the chain.
+    const botClient = { clientId: bot.clientId, clientSecret: bot.clientSecret };
+    const rotated = await refreshed(t, botClient, tokens.refresh_token);
+    await introspection(t, botClient, rotated.access_token);
+    await refresh(t, botClient, tokens.refresh_token);
+    await revoke(t, botClient, rotated.refresh_token!);
     // A refused token in a URL must not be logged either.
     await t.app.inject({ method: 'GET', url: `/oauth/userinfo?access_token=${tokens.access_token}` });
 
@@ -45,6 +52,8 @@ describe('logs', () => {
       user_code_bare: flow.user_code.replace('-', ''),
       access_token: tokens.access_token,
       refresh_token: tokens.refresh_token,
+      rotated_access_token: rotated.access_token,
+      rotated_refresh_token: rotated.refresh_token!,
       id_token: tokens.id_token,
       password: user.password,
       client_secret: bot.clientSecret!,

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedClient, seedUser, startTestApp, type TestApp } from './helpers/app.js';
 import { Browser, inputValue, signIn } from './helpers/browser.js';
 import { poll, startDeviceFlow } from './helpers/device.js';
+import { refresh, revoke, rotatedChain, signIn as signInDevice } from './helpers/tokens.js';
 
 const METRICS_TOKEN = 'metrics-scraper-secret-0123456789';
 let t: TestApp;
@@ -78,6 +79,17 @@ describe('GET /metrics (Prometheus)', () => {
     expect(sample(text, 'device_auth_http_request_duration_seconds_count{method="POST",route="/oauth/device/code",status="200"}')).toBe(3);
     expect(sample(text, 'device_auth_http_request_duration_seconds_count{method="POST",route="/oauth/token",status="400"}')).toBe(3);
     expect(text).toContain('device_auth_process_');
+
+    // Refresh rotations, reuse detections and revocations.
+    const chain = await rotatedChain(t, { clientId, clientSecret: null }, user.userId);
+    expect((await refresh(t, { clientId, clientSecret: null }, chain.first.refresh_token!)).json().error).toBe('invalid_grant');
+    const other = await signInDevice(t, { clientId, clientSecret: null }, user.userId);
+    expect((await revoke(t, { clientId, clientSecret: null }, other.access_token)).statusCode).toBe(200);
+    const after = await scrape();
+    expect(sample(after, 'device_auth_token_requests_total{grant_type="refresh_token",outcome="issued"}')).toBe(1);
+    expect(sample(after, 'device_auth_token_requests_total{grant_type="refresh_token",outcome="invalid_grant"}')).toBe(1);
+    expect(sample(after, 'device_auth_chain_revocations_total{reason="reuse_detected"}')).toBe(1);
+    expect(sample(after, 'device_auth_chain_revocations_total{reason="revoked_by_app"}')).toBe(1);
     // Pool use exists where there is a pool: on PostgreSQL.
     expect(text.includes('device_auth_db_pool_connections{state="in_use"}')).toBe(t.database.url !== null);
   });

@@ -18,7 +18,8 @@ export async function revokeToken(deps: Deps, client: Client, token: string, con
   if (!ours || token.length > 256) return;
   const link = await findLinkOfToken(deps.db, hashOpaque(token));
   if (!link) return;
-  await deps.db.transaction().execute((trx) =>
+  const revoked = await deps.db.transaction().execute((trx) =>
     revokeChains(trx, { linkId: link.link_id, clientId: client.clientId }, 'revoked_by_app', { now: deps.clock.now(), ip: context.ip }),
   );
+  deps.metrics.chainRevocations.inc({ reason: 'revoked_by_app' }, revoked.length);
 }

@@ -4,6 +4,7 @@ import { startAnonymousSession } from '../../src/accounts/sessions.js';
 import { revokeChains } from '../../src/oauth/chains.js';
 import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { decide, poll, startDeviceFlow } from '../helpers/device.js';
+import { linkOf, refresh, refreshed, rotatedChain } from '../helpers/tokens.js';
 
 let t: TestApp;
 let clientId: string;
@@ -62,6 +63,19 @@ describe('purge of expired state', () => {
     // The chain itself lives on: its refresh token is untouched.
     expect(tokens.refresh_token).toBeDefined();
     expect(await count('refresh_tokens')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('keeps the replaced refresh tokens of a live chain, so a replay after a purge is still caught', async () => {
+    const client = { clientId, clientSecret: null };
+    const chain = await rotatedChain(t, client, user.userId);
+    // Past the first token's own expiry, but the chain lives on through its rotation.
+    t.clock.advance(3600 * 24);
+    const next = await refreshed(t, client, chain.second.refresh_token!);
+    t.clock.advance(t.config.refreshTokenTtl - 3600);
+    await purgeExpired(t.deps.db, t.clock.now(), options);
+    const replay = await refresh(t, client, chain.first.refresh_token!);
+    expect(replay.json().error).toBe('invalid_grant');
+    expect((await linkOf(t, next.refresh_token!)).revoked_reason).toBe('reuse_detected');
   });
 
   it('keeps a revoked chain for LINK_RETENTION, then deletes it with its tokens and events', async () => {

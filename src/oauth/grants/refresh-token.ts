@@ -91,8 +91,9 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
 
 /** Committed before invalid_grant goes out: a throw inside a transaction would roll it back. */
 async function revokeReusedChain(deps: Deps, outcome: { link_id: string }, context: GrantContext): Promise<never> {
-  await deps.db.transaction().execute((trx) =>
+  const revoked = await deps.db.transaction().execute((trx) =>
     revokeChains(trx, { linkId: outcome.link_id }, 'reuse_detected', { now: deps.clock.now(), ip: context.ip }),
   );
+  deps.metrics.chainRevocations.inc({ reason: 'reuse_detected' }, revoked.length);
   throw invalidGrant('the refresh token was already used; the sign-in has been revoked for safety');
 }
