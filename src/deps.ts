@@ -51,6 +51,9 @@ export async function createDeps(options: {
     secrets: { userCodeKey },
     metrics,
     rateLimiter,
-    close: () => counters.close(),
+    async close() {
+      await rateLimiter.close();
+      await counters.close();
+    },
   };
 }

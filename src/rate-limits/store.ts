@@ -1,14 +1,14 @@
 import { createClient } from 'redis';
 import type { Database } from '../db/connect.js';
-import { countRateLimitHit, readRateLimitHits } from '../repositories/rate-limits.js';
+import { countRateLimitHits, readRateLimitHits } from '../repositories/rate-limits.js';
 
 /**
  * Where counters live: the shared database, or Redis when REDIS_URL is set. Either way every
  * instance sees the same counts. Fixed windows: a key's window starts at a multiple of its length.
  */
 export interface CounterStore {
-  /** Counts a hit; returns the window's hits including it. */
-  hit(key: string, windowStart: Date, windowSeconds: number): Promise<number>;
+  /** Counts `hits` hits; returns the window's hits including them. */
+  hit(key: string, windowStart: Date, windowSeconds: number, hits?: number): Promise<number>;
   /** The window's hits so far. */
   read(key: string, windowStart: Date): Promise<number>;
   close(): Promise<void>;
@@ -16,7 +16,7 @@ export interface CounterStore {
 
 export function databaseCounterStore(db: Database): CounterStore {
   return {
-    hit: (key, windowStart) => countRateLimitHit(db, key, windowStart),
+    hit: (key, windowStart, _windowSeconds, hits = 1) => countRateLimitHits(db, key, windowStart, hits),
     read: (key, windowStart) => readRateLimitHits(db, key, windowStart),
     close: async () => {},
   };
@@ -29,10 +29,10 @@ export async function redisCounterStore(url: string): Promise<CounterStore> {
   await client.connect();
   const windowKey = (key: string, windowStart: Date) => `device-auth:rl:${key}:${windowStart.getTime()}`;
   return {
-    async hit(key, windowStart, windowSeconds) {
+    async hit(key, windowStart, windowSeconds, hits = 1) {
       const k = windowKey(key, windowStart);
-      const [hits] = await client.multi().incr(k).expire(k, windowSeconds * 2).exec();
-      return Number(hits);
+      const [total] = await client.multi().incrBy(k, hits).expire(k, windowSeconds * 2).exec();
+      return Number(total);
     },
     async read(key, windowStart) {
       return Number((await client.get(windowKey(key, windowStart))) ?? 0);

@@ -2,17 +2,17 @@ import { sql } from 'kysely';
 import type { Database } from '../db/connect.js';
 
 /**
- * Counts one hit in the fixed window starting at `windowStart`, in one statement: a counter from
+ * Counts hits in the fixed window starting at `windowStart`, in one statement: a counter from
  * an older window starts over. Returns the hits of the current window, this one included.
  */
-export async function countRateLimitHit(db: Database, key: string, windowStart: Date): Promise<number> {
+export async function countRateLimitHits(db: Database, key: string, windowStart: Date, hits = 1): Promise<number> {
   const result = await sql<{ hits: number }>`
-    INSERT INTO rate_limit_counters AS c (key, window_start, hits) VALUES (${key}, ${windowStart}, 1)
+    INSERT INTO rate_limit_counters AS c (key, window_start, hits) VALUES (${key}, ${windowStart}, ${hits})
     ON CONFLICT (key) DO UPDATE
-      SET hits = CASE WHEN c.window_start = excluded.window_start THEN c.hits + 1 ELSE 1 END,
+      SET hits = CASE WHEN c.window_start = excluded.window_start THEN c.hits + excluded.hits ELSE excluded.hits END,
           window_start = excluded.window_start
     RETURNING hits`.execute(db);
-  return result.rows[0]?.hits ?? 1;
+  return result.rows[0]?.hits ?? hits;
 }
 
 /** Hits of the current window, without counting one. */
