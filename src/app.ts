@@ -13,6 +13,7 @@ import { healthRoutes } from './http/health-routes.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
+import { registerSecretsNotInUrl } from './http/plugins/secrets-not-in-url.js';
 import { registerCsrfCheck } from './http/plugins/csrf.js';
 import { registerSessions } from './http/plugins/session.js';
 import { activateRoutes } from './http/page-routes/activate.js';
@@ -49,7 +50,11 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     routerOptions: { ignoreTrailingSlash: true },
   });
 
+  // Every endpoint takes application/x-www-form-urlencoded (RFC 6749 §3.2, HTML forms); JSON or
+  // text bodies are refused with 415 rather than half-understood.
+  app.removeContentTypeParser(['application/json', 'text/plain']);
   await app.register(formbody);
+  registerSecretsNotInUrl(app);
   await app.register(cookie);
   await app.register(view, {
     engine: { eta: new Eta({ views: viewsFolder, cache: true, autoEscape: true }) },
