@@ -32,6 +32,21 @@ export interface AppOptions {
   logger?: Logger | false;
 }
 
+/**
+ * On close, answers still in flight go out with `Connection: close`, so their keep-alive sockets
+ * end with them instead of holding the shutdown open for the keep-alive timeout.
+ */
+function registerGracefulClose(app: FastifyInstance): void {
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (closing) reply.header('Connection', 'close');
+    return payload;
+  });
+}
+
 /** Builds the whole HTTP application; never listens (server.ts does, tests inject). */
 export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<FastifyInstance> {
   const logging =
@@ -62,6 +77,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     defaultContext: { issuer: deps.config.issuer },
   });
   registerErrorHandler(app);
+  registerGracefulClose(app);
   registerSecurityHeaders(app);
 
   app.get('/static/style.css', async (_request, reply) =>
