@@ -14,6 +14,7 @@ import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
 import { registerCsrfCheck } from './http/plugins/csrf.js';
 import { registerSessions } from './http/plugins/session.js';
+import { accountRoutes } from './http/page-routes/account.js';
 import { activateRoutes } from './http/page-routes/activate.js';
 import { signInRoutes } from './http/page-routes/sign-in.js';
 import { deviceAuthorizationRoutes } from './http/oauth-routes/device-authorization.js';
@@ -72,6 +73,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     registerCsrfCheck(pages);
     signInRoutes(pages, deps);
     activateRoutes(pages, deps);
+    accountRoutes(pages, deps);
   });
 
   return app;
