@@ -105,3 +105,13 @@ export async function findLinkOfUser(db: Database, userId: string, linkId: strin
     .where('l.user_id', '=', userId)
     .executeTakeFirst();
 }
+
+/** The link of an access or refresh token, whichever table holds the hash. */
+export async function findLinkOfToken(db: Database | Transaction<DB>, tokenHash: Uint8Array) {
+  return db
+    .selectFrom('access_tokens')
+    .select('link_id')
+    .where('token_hash', '=', tokenHash)
+    .unionAll(db.selectFrom('refresh_tokens').select('link_id').where('token_hash', '=', tokenHash))
+    .executeTakeFirst();
+}

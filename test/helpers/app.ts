@@ -4,6 +4,7 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createDeps, type Deps } from '../../src/deps.js';
 import { ManualClock } from '../../src/lib/clock.js';
+import { loggerOptions } from '../../src/lib/logging.js';
 import { createClient } from '../../src/oauth/clients.js';
 import { createUser } from '../../src/accounts/users.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
@@ -32,6 +33,8 @@ export interface TestAppOptions {
   env?: Record<string, string>;
   /** Let time pass for real (a child process that sleeps between polls). */
   realTime?: boolean;
+  /** Receives the server's JSON log lines at trace level, as production would write them. */
+  logSink?: (line: string) => void;
   /** Reuse a database (several instances on one database); it is not dropped by close(). */
   database?: TestDatabase;
 }
@@ -39,10 +42,13 @@ export interface TestAppOptions {
 /** The whole application on a fresh database, with a clock the test moves by hand. */
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const database = options.database ?? (await createTestDatabase());
-  const config = loadConfig({ ISSUER: 'http://localhost:3000', LOG_LEVEL: 'silent', ...options.env });
+  const config = loadConfig({ ISSUER: 'http://localhost:3000', LOG_LEVEL: 'silent', ...NO_RATE_LIMITS, ...options.env });
   const clock = options.realTime ? new RealTimeClock() : new ManualClock();
-  const deps = await createDeps({ database: database.handle, config, log: pino({ level: 'silent' }), clock });
-  const app = await buildApp(deps, { logger: false });
+  const log = options.logSink
+    ? pino(loggerOptions('trace'), { write: (line: string) => options.logSink?.(line) })
+    : pino({ level: 'silent' });
+  const deps = await createDeps({ database: database.handle, config, log, clock });
+  const app = await buildApp(deps, { logger: options.logSink ? log : false });
   await app.ready();
   return {
     app,
@@ -52,10 +58,25 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     database,
     async close() {
       await app.close();
+      await deps.close();
       if (!options.database) await database.drop();
     },
   };
 }
+
+/**
+ * Tests send everything from one address in quick succession; limits are switched off unless a
+ * test names the ones it is about.
+ */
+export const NO_RATE_LIMITS: Record<string, string> = {
+  RATE_LIMIT_USER_CODE_PER_USER: 'off',
+  RATE_LIMIT_USER_CODE_PER_IP: 'off',
+  RATE_LIMIT_SIGNIN_PER_ACCOUNT: 'off',
+  RATE_LIMIT_SIGNIN_PER_IP: 'off',
+  RATE_LIMIT_DEVICE_CODE_PER_CLIENT: 'off',
+  RATE_LIMIT_DEVICE_CODE_PER_IP: 'off',
+  RATE_LIMIT_TOKEN_PER_CLIENT: 'off',
+};
 
 export const PASSWORD = 'correct horse battery staple';
 
