@@ -1,6 +1,6 @@
 import type { ClientKind } from '../db/schema.js';
 import type { Deps } from '../deps.js';
-import { revokeChains, type RevocationReason } from '../oauth/chains.js';
+import { revokeAndCountChains } from '../oauth/chains.js';
 import { findClient } from '../repositories/clients.js';
 import { findLinkOfUser, listAppsWithLiveLinks, listLiveLinksOfUser } from '../repositories/device-links.js';
 
@@ -109,18 +109,6 @@ export async function connectedAppsPage(deps: Deps, userId: string, shown: { rem
   return { apps, notice };
 }
 
-/** Revokes the user's chains matching the filter, with their events, in one transaction; how many. */
-async function revokeOwnChains(
-  deps: Deps,
-  filter: { userId: string; linkId?: string; clientId?: string },
-  reason: RevocationReason,
-  ip: string,
-): Promise<number> {
-  const now = deps.clock.now();
-  const revoked = await deps.db.transaction().execute((trx) => revokeChains(trx, filter, reason, { now, ip }));
-  return revoked.length;
-}
-
 export type SignOutOutcome = 'signed_out' | 'not_found';
 
 /**
@@ -128,14 +116,14 @@ export type SignOutOutcome = 'signed_out' | 'not_found';
  * their next use. Only a live link of this user: another user's link id changes nothing.
  */
 export async function signOutDevice(deps: Deps, userId: string, linkId: string, ip: string): Promise<SignOutOutcome> {
-  const revoked = await revokeOwnChains(deps, { userId, linkId }, 'signed_out_by_user', ip);
-  return revoked > 0 ? 'signed_out' : 'not_found';
+  const revoked = await revokeAndCountChains(deps, { userId, linkId }, 'signed_out_by_user', ip);
+  return revoked.length > 0 ? 'signed_out' : 'not_found';
 }
 
 export type RemoveAccessOutcome = 'removed' | 'not_found';
 
 /** Revokes every chain of one app for this user (devices and web alike); other users keep theirs. */
 export async function removeAppAccess(deps: Deps, userId: string, clientId: string, ip: string): Promise<RemoveAccessOutcome> {
-  const revoked = await revokeOwnChains(deps, { userId, clientId }, 'access_removed', ip);
-  return revoked > 0 ? 'removed' : 'not_found';
+  const revoked = await revokeAndCountChains(deps, { userId, clientId }, 'access_removed', ip);
+  return revoked.length > 0 ? 'removed' : 'not_found';
 }

@@ -1,23 +1,30 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { showTime } from '../../src/accounts/devices.js';
-import { revokeChains } from '../../src/oauth/chains.js';
-import { hashOpaque } from '../../src/oauth/tokens.js';
 import { setUserBannedAt } from '../../src/repositories/users.js';
-import { basicAuth, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
+import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { Browser, signedInBrowser } from '../helpers/browser.js';
-import { decide, poll, startDeviceFlow } from '../helpers/device.js';
+import {
+  eventsOf,
+  expectAllRefused,
+  introspection,
+  linkOf,
+  refresh,
+  refreshed,
+  revoke,
+  signIn as signInDevice,
+  userinfo,
+  type TestClient,
+} from '../helpers/tokens.js';
 
-interface App {
-  clientId: string;
-  clientSecret: string | null;
-  name: string;
-}
+type App = TestClient & { name: string };
 type User = Awaited<ReturnType<typeof seedUser>>;
 
 let t: TestApp;
 let tv: App;
 let bot: App;
 let web: App;
+/** A resource server: introspects with HTTP Basic. */
+let rs: TestClient;
 
 async function seedApp(options: Parameters<typeof seedClient>[1] & { name: string }): Promise<App> {
   return { ...(await seedClient(t, options)), name: options.name };
@@ -28,40 +35,42 @@ beforeAll(async () => {
   tv = await seedApp({ kind: 'tv', name: 'Living Room TV' });
   bot = await seedApp({ kind: 'bot', type: 'confidential', name: 'Helper Bot' });
   web = await seedApp({ kind: 'web', name: 'Photo Board', scopes: ['openid', 'profile'] });
+  rs = await seedClient(t, { kind: 'web', type: 'confidential', name: 'Photo API' });
 });
 afterAll(() => t.close());
 
 const DEVICES = '/account/devices';
 const APPS = '/account/apps';
 
-/** Signs a device of `app` in to the user's account through the whole device flow. */
-async function connect(app: App, user: User, platform: Record<string, string> = {}) {
-  const auth: Record<string, string> = app.clientSecret ? { authorization: basicAuth(app.clientId, app.clientSecret) } : {};
-  const flow = await startDeviceFlow(t, app.clientId, platform, auth);
-  expect(await decide(t, flow.user_code, user.userId, 'approve')).toBe('approved');
-  t.clock.advance(5);
-  const res = await poll(t, app.clientSecret ? undefined : app.clientId, flow.device_code, auth);
-  expect(res.statusCode, res.body).toBe(200);
-  const tokens = res.json() as { access_token: string; refresh_token?: string };
-  const { link_id } = await t.deps.db
-    .selectFrom('access_tokens')
-    .select('link_id')
-    .where('token_hash', '=', hashOpaque(tokens.access_token))
-    .executeTakeFirstOrThrow();
-  return { linkId: link_id, accessToken: tokens.access_token, refreshToken: tokens.refresh_token ?? null };
+/** Signs a device of `app` in to the user's account through the whole device flow; its tokens and chain. */
+async function connect(app: App, user: User, platform: { platform_name?: string; platform_description?: string } = {}) {
+  const tokens = await signInDevice(t, app, user.userId, undefined, platform);
+  return { ...tokens, linkId: (await linkOf(t, tokens.access_token)).link_id };
 }
 type Device = Awaited<ReturnType<typeof connect>>;
 
-/** Whether the device's access token still works at the UserInfo endpoint. */
+/** Whether the device's access token is still accepted: UserInfo answers and introspection says active. */
 async function works(device: Device): Promise<boolean> {
-  const res = await t.app.inject({ method: 'GET', url: '/oauth/userinfo', headers: { authorization: `Bearer ${device.accessToken}` } });
-  expect([200, 401]).toContain(res.statusCode);
-  return res.statusCode === 200;
+  const { active } = await introspection(t, rs, device.access_token);
+  expect((await userinfo(t, device.access_token)).statusCode).toBe(active ? 200 : 401);
+  return active;
 }
 
+/** The next introspection, userinfo and refresh of the device all fail. */
+const expectRefused = (app: App, device: Device) =>
+  expectAllRefused(t, rs, app, { access: [device.access_token], refresh: device.refresh_token ? [device.refresh_token] : [] });
+
+/** Replays a replaced refresh token, as a thief would: the service revokes the whole chain. */
+async function stealAndReplay(app: App, device: Device) {
+  await refreshed(t, app, device.refresh_token!);
+  expect((await refresh(t, app, device.refresh_token!)).json().error).toBe('invalid_grant');
+}
+
+const revocationsCounted = async (reason: string) =>
+  (await t.deps.metrics.chainRevocations.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
+
 const link = (linkId: string) => t.deps.db.selectFrom('device_links').selectAll().where('link_id', '=', linkId).executeTakeFirstOrThrow();
-const revocations = (linkId: string) =>
-  t.deps.db.selectFrom('link_events').selectAll().where('link_id', '=', linkId).where('event', '=', 'revoked').execute();
+const revocations = async (linkId: string) => (await eventsOf(t, linkId)).filter((event) => event.event === 'revoked');
 
 /** The rows (cards) of a Devices or Connected apps page. */
 const rows = (html: string) => [...html.matchAll(/<li class="card">([\s\S]*?)<\/li>/g)].map((match) => match[1] ?? '');
@@ -109,12 +118,13 @@ describe('Devices page', () => {
     const plainTv = await connect(tv, user);
     const botDevice = await connect(bot, user, { platform_name: 'CI runner' });
     const webSession = await connect(web, user);
-    const revoked = await connect(tv, user, { platform_name: 'Old TV' });
-    await revokeChains(t.deps.db, { linkId: revoked.linkId }, 'revoked_by_app', { now: t.clock.now(), ip: null });
+    const revokedByApp = await connect(tv, user, { platform_name: 'Old TV' });
+    expect((await revoke(t, tv, revokedByApp.refresh_token!)).statusCode).toBe(200);
+    await stealAndReplay(bot, await connect(bot, user, { platform_name: 'Stolen bot' }));
     await connect(tv, await seedUser(t), { platform_name: 'Someone else' });
-    // Used after signing in (as a refresh would record), so the two times differ.
+    // Used after signing in, so the two times differ.
     t.clock.advance(600);
-    await t.deps.db.updateTable('device_links').set({ last_used_at: t.clock.now() }).where('link_id', '=', plainTv.linkId).execute();
+    await refreshed(t, tv, plainTv.refresh_token!);
 
     const page = await pageFor(user, DEVICES);
     expect(page.statusCode).toBe(200);
@@ -122,6 +132,7 @@ describe('Devices page', () => {
     // Most recently used first.
     expect(hiddenValues(page.body, 'link_id')).toEqual([plainTv.linkId, botDevice.linkId, hostileTv.linkId]);
     expect(page.body).not.toContain('Old TV');
+    expect(page.body).not.toContain('Stolen bot');
     expect(page.body).not.toContain('Someone else');
     // A web app's link is not a device.
     expect(page.body).not.toContain(web.name);
@@ -195,35 +206,38 @@ describe('empty states', () => {
 });
 
 describe('Sign out from the Devices page', () => {
-  it('with a valid CSRF token: the row is gone and the device is refused on its very next request', async () => {
+  it.each([
+    ['a TV app', () => tv],
+    ['a bot', () => bot],
+  ])('%s, with a valid CSRF token: at once the next introspection, userinfo and refresh fail, and the row is gone', async (_kind, app) => {
     const user = await seedUser(t);
-    const device = await connect(tv, user, { platform_name: 'Kitchen' });
-    const other = await connect(tv, user);
+    const device = await connect(app(), user, { platform_name: 'Kitchen' });
+    const other = await connect(app(), user);
     const browser = await browserOn(user, DEVICES);
     expect(await works(device)).toBe(true);
 
     const res = await signOut(browser, device.linkId);
     expect(res.statusCode).toBe(303);
     expect(res.headers.location).toBe(`${DEVICES}?signed_out=${device.linkId}`);
-    // At once: the very next request with its access token fails.
-    expect(await works(device)).toBe(false);
+    await expectRefused(app(), device);
 
     const page = await browser.follow(res);
     expect(page.statusCode).toBe(200);
-    expect(page.body).toContain('<p class="notice" role="status">Signed out Living Room TV.</p>');
+    expect(page.body).toContain(`<p class="notice" role="status">Signed out ${app().name}.</p>`);
     expect(hiddenValues(page.body, 'link_id')).toEqual([other.linkId]);
     expect(await works(other)).toBe(true);
+    await refreshed(t, app(), other.refresh_token!);
   });
 
   it('revokes the chain in the database with reason signed_out_by_user and records a link event with the IP', async () => {
     const user = await seedUser(t);
     const device = await connect(bot, user);
     const browser = await browserOn(user, DEVICES);
+    const counted = await revocationsCounted('signed_out_by_user');
     await signOut(browser, device.linkId);
-    expect(await link(device.linkId)).toMatchObject({ revoked_at: t.clock.now(), revoked_reason: 'signed_out_by_user' });
-    const events = await revocations(device.linkId);
-    expect(events).toHaveLength(1);
-    expect(events[0]).toMatchObject({ user_id: user.userId, client_id: bot.clientId, reason: 'signed_out_by_user', client_ip: '127.0.0.1' });
+    expect(await link(device.linkId)).toMatchObject({ user_id: user.userId, revoked_at: t.clock.now(), revoked_reason: 'signed_out_by_user' });
+    expect(await revocations(device.linkId)).toEqual([{ event: 'revoked', reason: 'signed_out_by_user', client_ip: '127.0.0.1' }]);
+    expect(await revocationsCounted('signed_out_by_user')).toBe(counted + 1);
   });
 
   it("another user's link_id: nothing is revoked, a clear message, not an error", async () => {
@@ -291,8 +305,9 @@ describe('Connected apps page', () => {
     await connect(bot, user);
     await connect(web, user);
     const gone = await seedApp({ kind: 'tv', name: 'Old Game Console' });
-    const goneDevice = await connect(gone, user);
-    await revokeChains(t.deps.db, { linkId: goneDevice.linkId }, 'reuse_detected', { now: t.clock.now(), ip: null });
+    await stealAndReplay(gone, await connect(gone, user));
+    const revokedApp = await seedApp({ kind: 'bot', type: 'confidential', name: 'Revoked Bot' });
+    expect((await revoke(t, revokedApp, (await connect(revokedApp, user)).access_token)).statusCode).toBe(200);
     const unused = await seedApp({ kind: 'bot', name: 'Never Connected' });
     await connect(unused, await seedUser(t));
 
@@ -303,6 +318,7 @@ describe('Connected apps page', () => {
     expect(new Set(hiddenValues(page.body, 'client_id'))).toEqual(new Set([tv.clientId, bot.clientId, web.clientId]));
     expect(rows(page.body)).toHaveLength(3);
     expect(page.body).not.toContain('Old Game Console');
+    expect(page.body).not.toContain('Revoked Bot');
     expect(page.body).not.toContain('Never Connected');
 
     const tvRow = rowOf(page.body, 'client_id', tv.clientId)!;
@@ -348,24 +364,28 @@ describe('Remove access on the Connected apps page', () => {
     const webSession = await connect(web, user);
     const someoneElses = await connect(tv, await seedUser(t));
     const browser = await browserOn(user, APPS);
+    const counted = await revocationsCounted('access_removed');
 
     const res = await removeAccess(browser, tv.clientId);
     expect(res.statusCode).toBe(303);
     expect(res.headers.location).toBe(`${APPS}?removed=${tv.clientId}`);
     // Both devices of the app stop at once.
-    expect(await works(first)).toBe(false);
-    expect(await works(second)).toBe(false);
+    await expectRefused(tv, first);
+    await expectRefused(tv, second);
+    expect(await revocationsCounted('access_removed')).toBe(counted + 2);
     // Other apps and other users' chains of the same app are untouched.
     expect(await works(botDevice)).toBe(true);
     expect(await works(webSession)).toBe(true);
     expect(await works(someoneElses)).toBe(true);
+    await refreshed(t, bot, botDevice.refresh_token!);
+    await refreshed(t, tv, someoneElses.refresh_token!);
 
     const page = await browser.follow(res);
     expect(page.body).toContain('<p class="notice" role="status">Living Room TV no longer has access to your account.</p>');
     expect(new Set(hiddenValues(page.body, 'client_id'))).toEqual(new Set([bot.clientId, web.clientId]));
     for (const device of [first, second]) {
       expect(await link(device.linkId)).toMatchObject({ revoked_at: t.clock.now(), revoked_reason: 'access_removed' });
-      expect(await revocations(device.linkId)).toMatchObject([{ reason: 'access_removed', client_ip: '127.0.0.1' }]);
+      expect(await revocations(device.linkId)).toEqual([{ event: 'revoked', reason: 'access_removed', client_ip: '127.0.0.1' }]);
     }
     for (const device of [botDevice, webSession, someoneElses]) expect((await link(device.linkId)).revoked_at).toBeNull();
     expect(hiddenValues((await browser.get(DEVICES)).body, 'link_id')).toEqual([botDevice.linkId]);
@@ -376,7 +396,7 @@ describe('Remove access on the Connected apps page', () => {
     const webSession = await connect(web, user);
     const res = await removeAccess(await browserOn(user, APPS), web.clientId);
     expect(res.statusCode).toBe(303);
-    expect(await works(webSession)).toBe(false);
+    await expectRefused(web, webSession);
   });
 
   it('an app the user has not connected (another user has): nothing is revoked, a clear message', async () => {
@@ -416,7 +436,7 @@ describe('CSRF on the account forms', () => {
   ] as const;
 
   it.each(forms.flatMap(([name, submit]) => tokens.map(([how, token]) => [name, how, submit, token] as const)))(
-    '%s %s: 403 and the device still works',
+    '%s %s: 403 and the device still works, refresh included',
     async (_name, _how, submit, token) => {
       const user = await seedUser(t);
       const device = await connect(tv, user);
@@ -427,6 +447,7 @@ describe('CSRF on the account forms', () => {
       expect(await works(device)).toBe(true);
       expect((await link(device.linkId)).revoked_at).toBeNull();
       expect(hiddenValues((await browser.get(DEVICES)).body, 'link_id')).toEqual([device.linkId]);
+      await refreshed(t, tv, device.refresh_token!);
     },
   );
 
@@ -446,7 +467,7 @@ describe('notices come from the database, not the address', () => {
     const user = await seedUser(t);
     const live = await connect(tv, user);
     const stolen = await connect(tv, user);
-    await revokeChains(t.deps.db, { linkId: stolen.linkId }, 'reuse_detected', { now: t.clock.now(), ip: null });
+    await stealAndReplay(tv, stolen);
     const browser = await browserOn(user, DEVICES);
     for (const linkId of [live.linkId, stolen.linkId, 'not-a-uuid']) {
       const page = await browser.get(`${DEVICES}?signed_out=${linkId}`);
