@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { addSeconds } from '../../lib/clock.js';
 import { rotateRefreshToken } from '../../repositories/refresh-tokens.js';
-import { revokeChains } from '../chains.js';
+import { revokeAndCountChains } from '../chains.js';
 import { DISABLED_APP, refuseIfDisabled, type Client } from '../client-auth.js';
 import { invalidClient, invalidGrant, invalidScope } from '../errors.js';
 import { signIdToken } from '../id-token.js';
@@ -98,9 +98,6 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
 
 /** Committed before invalid_grant goes out: a throw inside a transaction would roll it back. */
 async function revokeReusedChain(deps: Deps, outcome: { link_id: string }, context: GrantContext): Promise<never> {
-  const revoked = await deps.db.transaction().execute((trx) =>
-    revokeChains(trx, { linkId: outcome.link_id }, 'reuse_detected', { now: deps.clock.now(), ip: context.ip }),
-  );
-  deps.metrics.chainRevocations.inc({ reason: 'reuse_detected' }, revoked.length);
+  await revokeAndCountChains(deps, { linkId: outcome.link_id }, 'reuse_detected', context.ip);
   throw invalidGrant('the refresh token was already used; the sign-in has been revoked for safety');
 }
