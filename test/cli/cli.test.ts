@@ -1,4 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+
+// Each test starts real processes; on a busy 2-core machine one start can take several seconds.
+vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
 import { createCliTarget, runProgram, type CliTarget } from '../helpers/cli.js';
 
 let target: CliTarget;

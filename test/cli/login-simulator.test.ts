@@ -1,5 +1,8 @@
 import { spawn } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+
+// Each test starts real processes; on a busy 2-core machine one start can take several seconds.
+vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
 import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { BIN } from '../helpers/cli.js';
 import { simulateDeviceLogin } from '../../src/cli/login.js';
