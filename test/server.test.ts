@@ -3,11 +3,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 
-// Each test starts real processes; on a busy 2-core machine one start can take several seconds.
-vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
 import { runProgram } from './helpers/cli.js';
 import { startServerProcess } from './helpers/server-process.js';
 import { createTestDatabase } from './helpers/database.js';
+
+// Each test starts real processes; on a busy 2-core machine one start can take several seconds.
+vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
+import { createCliTarget, runProgram, type CliTarget } from '../helpers/cli.js';
+
 // Each test starts real processes; on a busy 2-core machine one start can take several seconds.
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
-import { createCliTarget, runProgram, type CliTarget } from '../helpers/cli.js';
 
 let target: CliTarget;
 const cli = (...args: string[]) => runProgram(args, target.env);

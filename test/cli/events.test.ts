@@ -1,13 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
-// Each test starts real processes; on a busy 2-core machine one start can take several seconds.
-vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
 import { banUser } from '../../src/accounts/bans.js';
 import { revokeChains } from '../../src/oauth/chains.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { seedClient, seedUser, startTestApp } from '../helpers/app.js';
 import { createCliTarget, runProgram, type CliTarget } from '../helpers/cli.js';
 import { linkOf, refresh, refreshed, revoke, signIn } from '../helpers/tokens.js';
+
+// Each test starts real processes; on a busy 2-core machine one start can take several seconds.
+vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
 
 let target: CliTarget;
 let email: string;

@@ -1,13 +1,14 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
-// Each test starts real processes; on a busy 2-core machine one start can take several seconds.
-vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
 import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { BIN } from '../helpers/cli.js';
 import { simulateDeviceLogin } from '../../src/cli/login.js';
 import { decide } from '../helpers/device.js';
 import { freePort } from '../helpers/server-process.js';
+
+// Each test starts real processes; on a busy 2-core machine one start can take several seconds.
+vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
 
 let t: TestApp;
 let issuer: string;
