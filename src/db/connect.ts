@@ -32,6 +32,12 @@ export async function connectDatabase(options: ConnectOptions): Promise<Database
     });
     // An idle client that loses its server must not crash the process; the next query reconnects.
     pool.on('error', () => {});
+    // Nor may a checked-out one: pg-pool listens for errors on idle clients only, and a client
+    // emits 'error' when its server goes away (pg_ctl stop, a restart, a dropped connection) while
+    // it is lent out, even in the middle of a query. The query or transaction in progress fails
+    // on its own (and answers 503, see db/unavailable.ts); the client, no longer queryable, is
+    // discarded by the pool when it is released.
+    pool.on('connect', (client) => client.on('error', () => {}));
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
     return {
       db,

@@ -55,8 +55,16 @@ export const invalidToken = (description: string) =>
     'WWW-Authenticate': `Bearer realm="device-auth", error="invalid_token", error_description="${description.replace(/["\\]/g, '')}"`,
   });
 
+/** Seconds a client is asked to wait before retrying a request the server could not serve. */
+export const RETRY_AFTER_SECONDS = 5;
+
+/**
+ * RFC 6749 names temporarily_unavailable for the authorization endpoint (§4.1.2.1); RFC 7009
+ * §2.2.1 answers 503 for a revocation to retry. Used on every OAuth endpoint while the database
+ * is away.
+ */
 export const temporarilyUnavailable = (description: string) =>
-  new OAuthError('temporarily_unavailable', description, 503, { 'Retry-After': '5' });
+  new OAuthError('temporarily_unavailable', description, 503, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
 
 /** RFC 6585 §4: 429 with Retry-After; the OAuth error code says "try again later". */
 export const tooManyRequests = (description: string, retryAfterSeconds: number) =>

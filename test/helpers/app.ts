@@ -80,13 +80,16 @@ export const NO_RATE_LIMITS: Record<string, string> = {
 
 export const PASSWORD = 'correct horse battery staple';
 
-export async function seedUser(t: TestApp, email = `user-${Math.random().toString(36).slice(2)}@example.test`) {
+/** Anything with a database to seed: a TestApp, or `{ deps: { db } }` for a database a server process uses. */
+export type Seedable = { deps: Pick<Deps, 'db'> };
+
+export async function seedUser(t: Seedable, email = `user-${Math.random().toString(36).slice(2)}@example.test`) {
   const { user_id } = await createUser(t.deps.db, { email, password: PASSWORD, name: 'Test User' });
   return { userId: user_id, email, password: PASSWORD };
 }
 
 export async function seedClient(
-  t: TestApp,
+  t: Seedable,
   options: { kind?: 'tv' | 'bot' | 'web'; type?: 'public' | 'confidential'; scopes?: string[]; name?: string } = {},
 ) {
   const created = await createClient(t.deps.db, {

@@ -33,7 +33,7 @@ export interface TokenSet {
 }
 
 /** As a client of this kind authenticates: HTTP Basic with a secret, client_id without one. */
-function authentication(client: TestClient): { fields: Record<string, string>; headers: Record<string, string> } {
+export function authentication(client: TestClient): { fields: Record<string, string>; headers: Record<string, string> } {
   return client.clientSecret
     ? { fields: {}, headers: { authorization: basicAuth(client.clientId, client.clientSecret) } }
     : { fields: { client_id: client.clientId }, headers: {} };

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
+import { isDatabaseUnavailable } from '../../db/unavailable.js';
 import { identifyClient } from '../../oauth/client-auth.js';
 import { OAuthError, unsupportedGrantType } from '../../oauth/errors.js';
 import { grants } from '../../oauth/grants/index.js';
@@ -28,7 +29,8 @@ export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
     try {
       response = await grant.handle(deps, client, parameters, { ip: request.ip });
     } catch (error) {
-      const outcome = error instanceof OAuthError ? error.error : 'server_error';
+      // Named as the error handler will answer it.
+      const outcome = error instanceof OAuthError ? error.error : isDatabaseUnavailable(error) ? 'temporarily_unavailable' : 'server_error';
       deps.metrics.tokenRequests.inc({ grant_type: grant.grantType, outcome });
       throw error;
     }

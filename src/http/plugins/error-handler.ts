@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { OAuthError, PageError } from '../../oauth/errors.js';
+import { isDatabaseUnavailable } from '../../db/unavailable.js';
+import { OAuthError, PageError, RETRY_AFTER_SECONDS, temporarilyUnavailable } from '../../oauth/errors.js';
 
 const isOAuthPath = (url: string) => url.startsWith('/oauth/') || url.startsWith('/.well-known/');
 
@@ -16,7 +17,8 @@ export function sendPageError(reply: FastifyReply, status: number, title: string
 
 /**
  * The one place errors become responses: OAuth endpoints answer {error, error_description},
- * pages answer a page. Anything unexpected is logged and answered without detail.
+ * pages answer a page. A database that cannot be reached is a 503 the client may retry; anything
+ * else unexpected is logged and answered without detail.
  */
 export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | OAuthError | PageError, request: FastifyRequest, reply: FastifyReply) => {
@@ -29,6 +31,17 @@ export function registerErrorHandler(app: FastifyInstance): void {
       const description = error.message || 'the request could not be read';
       if (isOAuthPath(request.url)) return sendOAuthError(reply, new OAuthError('invalid_request', description, status));
       return sendPageError(reply, status, 'Bad request', description);
+    }
+
+    if (isDatabaseUnavailable(error)) {
+      // Expected during an outage: one line per request, no stack. Whatever the request changed
+      // was one transaction, so it either committed before the connection went or rolled back.
+      request.log.warn({ reason: error.message, code: (error as { code?: unknown }).code }, 'database unavailable');
+      if (isOAuthPath(request.url)) {
+        return sendOAuthError(reply, temporarilyUnavailable('the service cannot reach its database; retry shortly'));
+      }
+      reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
+      return sendPageError(reply, 503, 'Temporarily unavailable', 'This service cannot complete your request right now. Please try again in a moment.');
     }
 
     request.log.error({ err: error }, 'unhandled error');
