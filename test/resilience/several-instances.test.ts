@@ -37,6 +37,7 @@ const ISSUER = 'http://auth.example.test';
 let database: TestDatabase;
 let a: ServerProcess;
 let b: ServerProcess;
+const CODES_PER_CLIENT = 20;
 let tv: TestClient;
 let bot: TestClient;
 let rs: TestClient;
@@ -50,7 +51,17 @@ describe.skipIf(!runnable)('two server processes on one PostgreSQL database (nev
     bot = await seedClient(seeding, { kind: 'bot', type: 'confidential', name: 'Helper Bot' });
     rs = await seedClient(seeding, { kind: 'web', type: 'confidential', name: 'Photo API' });
     user = await seedUser(seeding);
-    const env = { DATABASE_URL: database.url!, ISSUER, DEVICE_POLL_INTERVAL: '1', LOG_LEVEL: 'warn', PURGE_INTERVAL: '0' };
+    const env = {
+      DATABASE_URL: database.url!,
+      ISSUER,
+      DEVICE_POLL_INTERVAL: '1',
+      LOG_LEVEL: 'warn',
+      PURGE_INTERVAL: '0',
+      // Low enough to reach in a test, high enough for the other tests here.
+      RATE_LIMIT_DEVICE_CODE_PER_CLIENT: `${CODES_PER_CLIENT}/60`,
+      RATE_LIMIT_DEVICE_CODE_PER_IP: '5000/60',
+      RATE_LIMIT_SIGNIN_PER_ACCOUNT: '3/900',
+    };
     // Started together on a database without a signing key: they must agree on one.
     [a, b] = await Promise.all([startServerProcess(env, 60_000), startServerProcess(env, 60_000)]);
   }, 120_000);
@@ -61,6 +72,31 @@ describe.skipIf(!runnable)('two server processes on one PostgreSQL database (nev
     } finally {
       await database?.drop();
     }
+  });
+
+  it('share rate limits: device codes counted on both reach the per-app limit on both', async () => {
+    const app = await seedClient({ deps: { db: database.handle.db } }, { kind: 'tv', name: 'Busy TV' });
+    for (let i = 0; i < CODES_PER_CLIENT; i++) {
+      const res = await requestCodeOverHttp((i % 2 === 0 ? a : b).url, app);
+      expect(res.status, res.body).toBe(200);
+    }
+    for (const s of [a, b]) {
+      const res = await requestCodeOverHttp(s.url, app);
+      expect(res.status).toBe(429);
+      expect(res.json().error).toBe('temporarily_unavailable');
+    }
+  });
+
+  it('share rate limits: failed sign-ins on both reach the per-account limit on both', async () => {
+    const victim = await seedUser({ deps: { db: database.handle.db } });
+    const attempt = async (server: ServerProcess, password: string) => {
+      const browser = new WebBrowser(server.url);
+      await browser.get('/signin');
+      return (await browser.post('/signin', { email: victim.email, password })).status;
+    };
+    for (const s of [a, b, a]) expect(await attempt(s, 'not the password')).toBe(401);
+    // Even the right password now waits, on either instance.
+    for (const s of [a, b]) expect(await attempt(s, victim.password)).toBe(429);
   });
 
   it('publish the same signing keys, and an ID token signed by one verifies with the other\'s JWKS (same kid, same issuer)', async () => {
