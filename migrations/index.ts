@@ -1,5 +1,6 @@
 import type { Migration } from 'kysely';
 import * as initial from './2026-11-21T21-00-00_initial.js';
+import * as oneCurrentRefreshToken from './2026-11-21T22-00-00_one_current_refresh_token.js';
 
 /**
  * Every migration, by name, in order. A static list (rather than reading the folder) works the
@@ -7,4 +8,5 @@ import * as initial from './2026-11-21T21-00-00_initial.js';
  */
 export const migrations: Record<string, Migration> = {
   '2026-11-21T21-00-00_initial': initial,
+  '2026-11-21T22-00-00_one_current_refresh_token': oneCurrentRefreshToken,
 };

@@ -10,6 +10,7 @@ import type { Deps } from './deps.js';
 import { loggerOptions } from './lib/logging.js';
 import { viewsFolder } from './lib/paths.js';
 import { healthRoutes } from './http/health-routes.js';
+import { metricsRoutes } from './http/metrics-routes.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
 import { registerCsrfCheck } from './http/plugins/csrf.js';
@@ -18,6 +19,8 @@ import { activateRoutes } from './http/page-routes/activate.js';
 import { signInRoutes } from './http/page-routes/sign-in.js';
 import { deviceAuthorizationRoutes } from './http/oauth-routes/device-authorization.js';
 import { discoveryRoutes } from './http/oauth-routes/discovery.js';
+import { introspectRoutes } from './http/oauth-routes/introspect.js';
+import { revokeRoutes } from './http/oauth-routes/revoke.js';
 import { tokenRoutes } from './http/oauth-routes/token.js';
 import { userinfoRoutes } from './http/oauth-routes/userinfo.js';
 
@@ -60,10 +63,13 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     reply.type('text/css; charset=utf-8').header('Cache-Control', 'public, max-age=3600').send(stylesheet),
   );
 
+  metricsRoutes(app, deps);
   healthRoutes(app, deps);
   discoveryRoutes(app, deps);
   deviceAuthorizationRoutes(app, deps);
   tokenRoutes(app, deps);
+  revokeRoutes(app, deps);
+  introspectRoutes(app, deps);
   userinfoRoutes(app, deps);
 
   // Pages get browser sessions and the CSRF check; OAuth endpoints never see a cookie.

@@ -27,6 +27,7 @@ const schema = z
     PURGE_INTERVAL: z.coerce.number().int().min(0).default(300),
     PURGE_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(500),
     LINK_RETENTION: z.coerce.number().int().min(0).default(30 * 86400),
+    METRICS_TOKEN: z.string().min(16, 'must have at least 16 characters').optional(),
     TRUST_PROXY: z.string().default('false'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
@@ -49,6 +50,7 @@ const schema = z
       sessionTtl: env.SESSION_TTL,
       logLevel: env.LOG_LEVEL,
       trustProxy: parseTrustProxy(env.TRUST_PROXY),
+      metricsToken: env.METRICS_TOKEN,
       purgeIntervalSeconds: env.PURGE_INTERVAL,
       purge: {
         batchSize: env.PURGE_BATCH_SIZE,

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import type { Database, DatabaseHandle } from './db/connect.js';
 import type { Clock } from './lib/clock.js';
+import { createMetrics, type Metrics } from './lib/metrics.js';
 import { loadSigningKeys, type SigningKeys } from './oauth/keys.js';
 import { ensureServerSecret } from './repositories/server-secrets.js';
 
@@ -15,6 +16,7 @@ export interface Deps {
   clock: Clock;
   keys: SigningKeys;
   secrets: ServerSecrets;
+  metrics: Metrics;
 }
 
 export interface ServerSecrets {
@@ -31,5 +33,6 @@ export async function createDeps(options: {
   const { database, config, log, clock } = options;
   const userCodeKey = Buffer.from(await ensureServerSecret(database.db, 'user_code_hmac_key', randomBytes(32)));
   const keys = await loadSigningKeys(database.db, clock.now(), config.idTokenTtl);
-  return { db: database.db, database, config, log, clock, keys, secrets: { userCodeKey } };
+  const metrics = createMetrics(() => database.poolStats());
+  return { db: database.db, database, config, log, clock, keys, secrets: { userCodeKey }, metrics };
 }

@@ -49,3 +49,13 @@ export async function insertLinkEvents(db: Database | Transaction<DB>, events: N
   if (events.length === 0) return;
   await db.insertInto('link_events').values(events).execute();
 }
+
+/** The link of an access or refresh token, whichever table holds the hash. */
+export async function findLinkOfToken(db: Database | Transaction<DB>, tokenHash: Uint8Array) {
+  return db
+    .selectFrom('access_tokens')
+    .select('link_id')
+    .where('token_hash', '=', tokenHash)
+    .unionAll(db.selectFrom('refresh_tokens').select('link_id').where('token_hash', '=', tokenHash))
+    .executeTakeFirst();
+}

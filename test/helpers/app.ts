@@ -4,6 +4,7 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createDeps, type Deps } from '../../src/deps.js';
 import { ManualClock } from '../../src/lib/clock.js';
+import { loggerOptions } from '../../src/lib/logging.js';
 import { createClient } from '../../src/oauth/clients.js';
 import { createUser } from '../../src/accounts/users.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
@@ -32,6 +33,8 @@ export interface TestAppOptions {
   env?: Record<string, string>;
   /** Let time pass for real (a child process that sleeps between polls). */
   realTime?: boolean;
+  /** Receives the server's JSON log lines at trace level, as production would write them. */
+  logSink?: (line: string) => void;
   /** Reuse a database (several instances on one database); it is not dropped by close(). */
   database?: TestDatabase;
 }
@@ -41,8 +44,11 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const database = options.database ?? (await createTestDatabase());
   const config = loadConfig({ ISSUER: 'http://localhost:3000', LOG_LEVEL: 'silent', ...options.env });
   const clock = options.realTime ? new RealTimeClock() : new ManualClock();
-  const deps = await createDeps({ database: database.handle, config, log: pino({ level: 'silent' }), clock });
-  const app = await buildApp(deps, { logger: false });
+  const log = options.logSink
+    ? pino(loggerOptions('trace'), { write: (line: string) => options.logSink?.(line) })
+    : pino({ level: 'silent' });
+  const deps = await createDeps({ database: database.handle, config, log, clock });
+  const app = await buildApp(deps, { logger: options.logSink ? log : false });
   await app.ready();
   return {
     app,

@@ -1,7 +1,20 @@
 import type { FastifyRequest } from 'fastify';
+import { z } from 'zod';
 import type { ClientCredentials } from '../../oauth/client-auth.js';
 
 /** What a request offers to identify its client: the Basic header and the form's client_id. */
 export function clientCredentials(request: FastifyRequest, form: { client_id?: string | undefined; client_secret?: string | undefined }): ClientCredentials {
   return { authorization: request.headers.authorization, clientId: form.client_id, clientSecret: form.client_secret };
 }
+
+/**
+ * The form of revocation (RFC 7009 §2.1) and introspection (RFC 7662 §2.1): token is REQUIRED.
+ * Its length is not limited here: an overlong token is an invalid token, not an invalid request.
+ * token_type_hint is accepted and not needed, since tokens are found by hash in every table.
+ */
+export const tokenRequestForm = z.object({
+  token: z.string().min(1),
+  token_type_hint: z.string().optional(),
+  client_id: z.string().optional(),
+  client_secret: z.string().optional(),
+});

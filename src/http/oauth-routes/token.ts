@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { authenticateClient } from '../../oauth/client-auth.js';
-import { unsupportedGrantType } from '../../oauth/errors.js';
+import { OAuthError, unsupportedGrantType } from '../../oauth/errors.js';
 import { grants } from '../../oauth/grants/index.js';
 import { parseForm } from '../form.js';
 import { clientCredentials } from './client-credentials.js';
@@ -21,7 +21,15 @@ export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
     const grant = grants.get(form.grant_type);
     if (!grant) throw unsupportedGrantType(`grant_type ${form.grant_type} is not supported`);
     const parameters = parseForm(grant.parameters, request.body);
-    const response = await grant.handle(deps, client, parameters, { ip: request.ip });
+    let response;
+    try {
+      response = await grant.handle(deps, client, parameters, { ip: request.ip });
+    } catch (error) {
+      const outcome = error instanceof OAuthError ? error.error : 'server_error';
+      deps.metrics.tokenRequests.inc({ grant_type: grant.grantType, outcome });
+      throw error;
+    }
+    deps.metrics.tokenRequests.inc({ grant_type: grant.grantType, outcome: 'issued' });
     // RFC 6749 §5.1: token responses must not be cached.
     return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').send(response);
   });

@@ -61,6 +61,7 @@ export async function requestDeviceAuthorization(
       expires_at: addSeconds(now, config.deviceCodeTtl),
     });
     if (!stored) continue;
+    deps.metrics.deviceCodesIssued.inc({ client_kind: client.kind });
     const e = endpoints(config.issuer);
     const verificationUri = client.kind === 'bot' ? e.activateBot : e.activate;
     return {

@@ -109,5 +109,6 @@ export async function decideShownRequest(
     choice.action === 'approve'
       ? await approveWithPhrase(deps, lookup.request.requestId, user, choice.phrase)
       : await denyRequest(deps, lookup.request.requestId, user.userId);
+  if (decision !== 'already_decided') deps.metrics.verificationDecisions.inc({ decision });
   return { kind: 'decided', decision };
 }

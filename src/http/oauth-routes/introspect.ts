@@ -1,0 +1,16 @@
+import type { FastifyInstance } from 'fastify';
+import type { Deps } from '../../deps.js';
+import { authenticateClient } from '../../oauth/client-auth.js';
+import { introspectToken } from '../../oauth/introspection.js';
+import { parseForm } from '../form.js';
+import { clientCredentials, tokenRequestForm } from './client-credentials.js';
+
+export function introspectRoutes(app: FastifyInstance, deps: Deps): void {
+  // RFC 7662 §2
+  app.post('/oauth/introspect', async (request, reply) => {
+    const form = parseForm(tokenRequestForm, request.body);
+    const client = await authenticateClient(deps.db, clientCredentials(request, form));
+    const response = await introspectToken(deps, client, form.token);
+    return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').send(response);
+  });
+}

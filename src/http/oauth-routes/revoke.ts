@@ -1,0 +1,17 @@
+import type { FastifyInstance } from 'fastify';
+import type { Deps } from '../../deps.js';
+import { authenticateClient } from '../../oauth/client-auth.js';
+import { revokeToken } from '../../oauth/revocation.js';
+import { parseForm } from '../form.js';
+import { clientCredentials, tokenRequestForm } from './client-credentials.js';
+
+export function revokeRoutes(app: FastifyInstance, deps: Deps): void {
+  // RFC 7009 §2
+  app.post('/oauth/revoke', async (request, reply) => {
+    const form = parseForm(tokenRequestForm, request.body);
+    const client = await authenticateClient(deps.db, clientCredentials(request, form));
+    await revokeToken(deps, client, form.token, { ip: request.ip });
+    // RFC 7009 §2.2: 200 even for an invalid token, so the endpoint tells nothing about tokens.
+    return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').send({});
+  });
+}

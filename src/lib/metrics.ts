@@ -1,0 +1,70 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export interface PoolStats {
+  total: number;
+  idle: number;
+  waiting: number;
+}
+
+/**
+ * The service's Prometheus metrics, on a registry of their own (not prom-client's global one),
+ * so that every app built in a process — tests build many — counts separately.
+ */
+export function createMetrics(poolStats: () => PoolStats | null = () => null) {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'device_auth_process_' });
+
+  const metrics = {
+    registry,
+    httpRequestDuration: new Histogram({
+      name: 'device_auth_http_request_duration_seconds',
+      help: 'HTTP request duration by method, route and status',
+      labelNames: ['method', 'route', 'status'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers: [registry],
+    }),
+    deviceCodesIssued: new Counter({
+      name: 'device_auth_device_codes_issued_total',
+      help: 'Device codes issued, by app kind',
+      labelNames: ['client_kind'] as const,
+      registers: [registry],
+    }),
+    tokenRequests: new Counter({
+      name: 'device_auth_token_requests_total',
+      help: 'Token endpoint requests by grant type and outcome (issued, or the OAuth error code): device polls by outcome, tokens issued by grant, refresh rotations',
+      labelNames: ['grant_type', 'outcome'] as const,
+      registers: [registry],
+    }),
+    verificationDecisions: new Counter({
+      name: 'device_auth_verification_decisions_total',
+      help: 'Decisions on the verification page: approved, denied, cancelled_wrong_phrase',
+      labelNames: ['decision'] as const,
+      registers: [registry],
+    }),
+    chainRevocations: new Counter({
+      name: 'device_auth_chain_revocations_total',
+      help: 'Refresh chains revoked, by reason (reuse_detected counts refresh token reuse detections)',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+  };
+
+  new Gauge({
+    name: 'device_auth_db_pool_connections',
+    help: 'PostgreSQL pool connections by state (absent on the embedded database)',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    collect() {
+      const stats = poolStats();
+      if (!stats) return;
+      this.set({ state: 'total' }, stats.total);
+      this.set({ state: 'idle' }, stats.idle);
+      this.set({ state: 'in_use' }, stats.total - stats.idle);
+      this.set({ state: 'waiting' }, stats.waiting);
+    },
+  });
+
+  return metrics;
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

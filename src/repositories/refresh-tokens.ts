@@ -1,0 +1,95 @@
+import { sql } from 'kysely';
+import type { Database } from '../db/connect.js';
+
+export interface RotationInput {
+  presentedHash: Uint8Array;
+  clientId: string;
+  /** null keeps the chain's scopes; otherwise they become these, if they are a subset. */
+  scopes: string[] | null;
+  refreshHash: Uint8Array;
+  refreshExpiresAt: Date;
+  accessHash: Uint8Array;
+  accessExpiresAt: Date;
+  ip: string;
+  now: Date;
+}
+
+/** The presented token as the statement found it, and whether this call rotated it. */
+export interface RotationOutcome {
+  link_id: string;
+  client_id: string;
+  user_id: string;
+  /** Already replaced when the statement began. */
+  replaced: boolean;
+  expired: boolean;
+  /** Link not revoked, user not banned, app not disabled. */
+  live: boolean;
+  /** The requested scopes (if any) are within the chain's. */
+  scope_ok: boolean;
+  /** The chain's scopes before this call narrowed them. */
+  scopes: string[];
+  auth_time: Date;
+  email: string;
+  name: string | null;
+  rotated: boolean;
+}
+
+/**
+ * One statement, one round trip: finds the presented token with its link, user and client
+ * (point lookups by primary key), marks it replaced only while it is current, unexpired, the
+ * caller's and live, and in that case inserts the successors, touches and narrows the link and
+ * records the rotation. `rotated` false on a known token is for the caller to judge.
+ *
+ * Concurrency: the UPDATE of the presented row takes its row lock; a concurrent rotation of the
+ * same token waits for it and, once it commits, re-checks `replaced_at IS NULL` on the new row
+ * version (READ COMMITTED), finds it false and rotates nothing, while `presented` still shows
+ * the statement's snapshot, in which the token looked current.
+ */
+export async function rotateRefreshToken(db: Database, input: RotationInput): Promise<RotationOutcome | undefined> {
+  const scopes = input.scopes;
+  const result = await sql<RotationOutcome>`
+    WITH presented AS (
+      SELECT r.link_id, l.client_id, l.user_id, l.scopes, l.auth_time, u.email, u.name,
+             r.replaced_at IS NOT NULL AS replaced,
+             r.expires_at <= ${input.now} AS expired,
+             (l.revoked_at IS NULL AND u.banned_at IS NULL AND c.disabled_at IS NULL) AS live,
+             (${scopes}::text[] IS NULL OR ${scopes}::text[] <@ l.scopes) AS scope_ok
+      FROM refresh_tokens r
+      JOIN device_links l ON l.link_id = r.link_id
+      JOIN users u ON u.user_id = l.user_id
+      JOIN clients c ON c.client_id = l.client_id
+      WHERE r.token_hash = ${input.presentedHash}
+    ),
+    rotated AS (
+      UPDATE refresh_tokens r
+      SET replaced_at = ${input.now}
+      FROM presented p
+      WHERE r.token_hash = ${input.presentedHash} AND r.link_id = p.link_id
+        AND r.replaced_at IS NULL
+        AND r.expires_at > ${input.now}
+        AND p.client_id = ${input.clientId} AND p.live AND p.scope_ok
+      RETURNING p.link_id, p.user_id, p.client_id, coalesce(${scopes}::text[], p.scopes) AS scopes
+    ),
+    successor AS (
+      INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at)
+      SELECT ${input.refreshHash}, link_id, ${input.now}, ${input.refreshExpiresAt} FROM rotated
+    ),
+    access AS (
+      INSERT INTO access_tokens (token_hash, link_id, scopes, created_at, expires_at)
+      SELECT ${input.accessHash}, link_id, scopes, ${input.now}, ${input.accessExpiresAt} FROM rotated
+    ),
+    touched AS (
+      UPDATE device_links l
+      SET last_used_at = ${input.now}, expires_at = ${input.refreshExpiresAt}, scopes = rotated.scopes
+      FROM rotated
+      WHERE l.link_id = rotated.link_id
+    ),
+    event AS (
+      INSERT INTO link_events (link_id, user_id, client_id, event, client_ip, created_at)
+      SELECT link_id, user_id, client_id, 'rotated', ${input.ip}, ${input.now} FROM rotated
+    )
+    SELECT p.link_id, p.client_id, p.user_id, p.replaced, p.expired, p.live, p.scope_ok,
+           p.scopes, p.auth_time, p.email, p.name, EXISTS (SELECT 1 FROM rotated) AS rotated
+    FROM presented p`.execute(db);
+  return result.rows[0];
+}

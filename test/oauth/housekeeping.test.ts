@@ -1,0 +1,92 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { purgeExpired, type PurgeOptions } from '../../src/oauth/housekeeping.js';
+import { startAnonymousSession } from '../../src/accounts/sessions.js';
+import { revokeChains } from '../../src/oauth/chains.js';
+import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
+import { decide, poll, startDeviceFlow } from '../helpers/device.js';
+import { linkOf, refresh, refreshed, rotatedChain } from '../helpers/tokens.js';
+
+let t: TestApp;
+let clientId: string;
+let user: { userId: string };
+
+const options: PurgeOptions = { batchSize: 2, maxBatches: 100, linkRetentionSeconds: 86400, deviceRequestRetentionSeconds: 3600 };
+
+const count = async (table: 'device_requests' | 'browser_sessions' | 'access_tokens' | 'device_links' | 'refresh_tokens' | 'link_events') =>
+  Number((await t.deps.db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+
+async function signedInDevice() {
+  const flow = await startDeviceFlow(t, clientId);
+  await decide(t, flow.user_code, user.userId, 'approve');
+  t.clock.advance(5);
+  return (await poll(t, clientId, flow.device_code)).json();
+}
+
+beforeAll(async () => {
+  t = await startTestApp();
+  ({ clientId } = await seedClient(t));
+  user = await seedUser(t);
+});
+afterAll(() => t.close());
+
+describe('purge of expired state', () => {
+  it('deletes device requests an hour after they expired, in batches, and keeps live ones', async () => {
+    for (let i = 0; i < 5; i++) await startDeviceFlow(t, clientId);
+    t.clock.advance(600 + 3600 + 1);
+    const live = await startDeviceFlow(t, clientId);
+    const before = await count('device_requests');
+    const purged = await purgeExpired(t.deps.db, t.clock.now(), options);
+    expect(purged.deviceRequests).toBe(before - 1);
+    expect(await count('device_requests')).toBe(1);
+    // The live request still works.
+    t.clock.advance(5);
+    expect((await poll(t, clientId, live.device_code)).json().error).toBe('authorization_pending');
+  });
+
+  it('a run is bounded: maxBatches × batchSize rows at the most', async () => {
+    for (let i = 0; i < 5; i++) await startDeviceFlow(t, clientId);
+    t.clock.advance(600 + 3600 + 1);
+    const purged = await purgeExpired(t.deps.db, t.clock.now(), { ...options, batchSize: 1, maxBatches: 2 });
+    expect(purged.deviceRequests).toBe(2);
+    await purgeExpired(t.deps.db, t.clock.now(), options);
+  });
+
+  it('deletes expired browser sessions and expired access tokens', async () => {
+    await startAnonymousSession(t.deps);
+    const tokens = await signedInDevice();
+    t.clock.advance(t.config.sessionTtl + 1);
+    const purged = await purgeExpired(t.deps.db, t.clock.now(), options);
+    expect(purged.browserSessions).toBeGreaterThanOrEqual(1);
+    expect(purged.accessTokens).toBeGreaterThanOrEqual(1);
+    expect(await count('browser_sessions')).toBe(0);
+    expect(await count('access_tokens')).toBe(0);
+    // The chain itself lives on: its refresh token is untouched.
+    expect(tokens.refresh_token).toBeDefined();
+    expect(await count('refresh_tokens')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('keeps the replaced refresh tokens of a live chain, so a replay after a purge is still caught', async () => {
+    const client = { clientId, clientSecret: null };
+    const chain = await rotatedChain(t, client, user.userId);
+    // Past the first token's own expiry, but the chain lives on through its rotation.
+    t.clock.advance(3600 * 24);
+    const next = await refreshed(t, client, chain.second.refresh_token!);
+    t.clock.advance(t.config.refreshTokenTtl - 3600);
+    await purgeExpired(t.deps.db, t.clock.now(), options);
+    const replay = await refresh(t, client, chain.first.refresh_token!);
+    expect(replay.json().error).toBe('invalid_grant');
+    expect((await linkOf(t, next.refresh_token!)).revoked_reason).toBe('reuse_detected');
+  });
+
+  it('keeps a revoked chain for LINK_RETENTION, then deletes it with its tokens and events', async () => {
+    await signedInDevice();
+    const links = await count('device_links');
+    await revokeChains(t.deps.db, { userId: user.userId }, 'signed_out_by_user', { now: t.clock.now(), ip: null });
+    expect((await purgeExpired(t.deps.db, t.clock.now(), options)).links).toBe(0);
+    t.clock.advance(86400 + 1);
+    expect((await purgeExpired(t.deps.db, t.clock.now(), options)).links).toBe(links);
+    expect(await count('device_links')).toBe(0);
+    expect(await count('refresh_tokens')).toBe(0);
+    expect(await count('link_events')).toBe(0);
+  });
+});

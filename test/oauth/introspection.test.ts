@@ -1,0 +1,173 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { banUser, unbanUser } from '../../src/accounts/bans.js';
+import { setClientDisabledAt } from '../../src/repositories/clients.js';
+import { FORM, basicAuth, form, seedClient, seedUser, type TestApp } from '../helpers/app.js';
+import { decide, poll, startDeviceFlow } from '../helpers/device.js';
+import {
+  ALL_SCOPES as ALL,
+  expectAllRefused,
+  introspection,
+  postAs,
+  refresh,
+  refreshed,
+  revoke,
+  signIn,
+  startWithClients,
+  userinfo,
+  type TestClient,
+} from '../helpers/tokens.js';
+
+let t: TestApp;
+let tv: TestClient;
+let rs: TestClient;
+let user: { userId: string; email: string };
+
+beforeAll(async () => {
+  ({ t, tv, rs, user } = await startWithClients());
+});
+afterAll(() => t.close());
+
+describe('POST /oauth/introspect (RFC 7662)', () => {
+  it('RFC 7662 §2.2: a live access token is active, with scope, client_id, sub, token_type, exp, iat, aud and iss', async () => {
+    const issuedAt = Math.floor(t.clock.now().getTime() / 1000);
+    const tokens = await signIn(t, tv, user.userId, ALL);
+    const res = await postAs(t, rs, '/oauth/introspect', { token: tokens.access_token });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['cache-control']).toBe('no-store');
+    const body = res.json();
+    expect(body).toEqual({
+      active: true,
+      scope: ALL,
+      client_id: tv.clientId,
+      sub: user.userId,
+      token_type: 'Bearer',
+      exp: body.iat + 3600,
+      iat: expect.any(Number),
+      aud: tv.clientId,
+      iss: 'http://localhost:3000',
+    });
+    // The flow's poll waits one interval after the code is issued.
+    expect(body.iat - issuedAt).toBe(5);
+  });
+
+  it('an access token from a refresh is active with the scope it was given', async () => {
+    const first = await signIn(t, tv, user.userId, ALL);
+    const second = await refreshed(t, tv, first.refresh_token!, 'openid');
+    expect(await introspection(t, rs, second.access_token)).toMatchObject({ active: true, scope: 'openid' });
+  });
+
+  /** Each returns an access token that must now be refused, or another token that never was one. */
+  it.each([
+    ['an unknown token', async () => 'da_at_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'],
+    ['a malformed token', async () => 'hello world'],
+    [
+      'a refresh token (introspection answers for access tokens only)',
+      async () => (await signIn(t, tv, user.userId)).refresh_token!,
+    ],
+    [
+      'an expired access token',
+      async () => {
+        const tokens = await signIn(t, tv, user.userId);
+        t.clock.advance(3600);
+        return tokens.access_token;
+      },
+    ],
+    [
+      'a revoked access token',
+      async () => {
+        const tokens = await signIn(t, tv, user.userId);
+        await revoke(t, tv, tokens.refresh_token!);
+        return tokens.access_token;
+      },
+    ],
+    [
+      "a banned user's access token",
+      async () => {
+        const owner = await seedUser(t);
+        const tokens = await signIn(t, tv, owner.userId);
+        await banUser(t.deps.db, owner.email, t.clock.now());
+        return tokens.access_token;
+      },
+    ],
+    [
+      "a disabled app's access token",
+      async () => {
+        const app = await seedClient(t, { kind: 'tv' });
+        const tokens = await signIn(t, app, user.userId);
+        await setClientDisabledAt(t.deps.db, app.clientId, t.clock.now());
+        return tokens.access_token;
+      },
+    ],
+  ])('RFC 7662 §2.2: %s is {active: false} and nothing else; userinfo refuses it too', async (_name, token) => {
+    const value = await token();
+    expect(await introspection(t, rs, value)).toEqual({ active: false });
+    const res = await userinfo(t, value);
+    expect(res.statusCode).toBe(401);
+    expect(res.headers['www-authenticate']).toContain('error="invalid_token"');
+  });
+
+  it.each([
+    ['a public client (client_id only)', () => ({ client_id: tv.clientId }), () => ({})],
+    ['no client authentication', () => ({}), () => ({})],
+    ['a wrong client secret', () => ({}), () => ({ authorization: basicAuth(rs.clientId, 'wrong') })],
+    ['an unknown client', () => ({}), () => ({ authorization: basicAuth('web_nobody', 'x') })],
+  ])('RFC 7662 §2.1: %s is 401 invalid_client', async (_name, fields, headers) => {
+    const tokens = await signIn(t, tv, user.userId);
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/oauth/introspect',
+      headers: { ...FORM, ...headers() },
+      payload: form({ token: tokens.access_token, ...fields() }),
+    });
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error).toBe('invalid_client');
+    expect(res.headers['www-authenticate']).toMatch(/^Basic/);
+  });
+
+  it('RFC 7662 §2.1: a missing token is invalid_request', async () => {
+    const res = await postAs(t, rs, '/oauth/introspect', {});
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toBe('invalid_request');
+  });
+});
+
+describe('a disabled app (device-auth client disable)', () => {
+  it('its token requests fail with invalid_client and its tokens are inactive', async () => {
+    const app = await seedClient(t, { kind: 'tv' });
+    const tokens = await signIn(t, app, user.userId, ALL);
+    await setClientDisabledAt(t.deps.db, app.clientId, t.clock.now());
+
+    expect(await introspection(t, rs, tokens.access_token)).toEqual({ active: false });
+    const res = await refresh(t, app, tokens.refresh_token!);
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error).toBe('invalid_client');
+  });
+});
+
+describe('a banned user', () => {
+  it('refresh is invalid_grant and introspection inactive; unbanning revives no old token', async () => {
+    const owner = await seedUser(t);
+    const tokens = await signIn(t, tv, owner.userId, ALL);
+    expect(await banUser(t.deps.db, owner.email, t.clock.now())).toMatchObject({ revoked_chains: 1 });
+    const dead = { access: [tokens.access_token], refresh: [tokens.refresh_token!] };
+    await expectAllRefused(t, rs, tv, dead);
+
+    expect(await unbanUser(t.deps.db, owner.email)).not.toBeNull();
+    await expectAllRefused(t, rs, tv, dead);
+    // Signing in again after the unban works and gives new tokens.
+    expect(await introspection(t, rs, (await signIn(t, tv, owner.userId)).access_token)).toMatchObject({ active: true });
+  });
+
+  it('a device whose user was banned between approval and its poll gets access_denied, not tokens', async () => {
+    const owner = await seedUser(t);
+    const flow = await startDeviceFlow(t, tv.clientId);
+    expect(await decide(t, flow.user_code, owner.userId, 'approve')).toBe('approved');
+    await banUser(t.deps.db, owner.email, t.clock.now());
+    t.clock.advance(flow.interval);
+    const res = await poll(t, tv.clientId, flow.device_code);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error).toBe('access_denied');
+    const links = await t.deps.db.selectFrom('device_links').select('link_id').where('user_id', '=', owner.userId).execute();
+    expect(links).toEqual([]);
+  });
+});
