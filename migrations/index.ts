@@ -1,6 +1,7 @@
 import type { Migration } from 'kysely';
 import * as initial from './2026-11-21T21-00-00_initial.js';
 import * as oneCurrentRefreshToken from './2026-11-21T22-00-00_one_current_refresh_token.js';
+import * as rateLimits from './2026-11-21T22-30-00_rate_limits.js';
 
 /**
  * Every migration, by name, in order. A static list (rather than reading the folder) works the
@@ -9,4 +10,5 @@ import * as oneCurrentRefreshToken from './2026-11-21T22-00-00_one_current_refre
 export const migrations: Record<string, Migration> = {
   '2026-11-21T21-00-00_initial': initial,
   '2026-11-21T22-00-00_one_current_refresh_token': oneCurrentRefreshToken,
+  '2026-11-21T22-30-00_rate_limits': rateLimits,
 };

@@ -13,6 +13,7 @@ import { healthRoutes } from './http/health-routes.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
+import { registerSecretsNotInUrl } from './http/plugins/secrets-not-in-url.js';
 import { registerCsrfCheck } from './http/plugins/csrf.js';
 import { registerSessions } from './http/plugins/session.js';
 import { activateRoutes } from './http/page-routes/activate.js';
@@ -29,6 +30,21 @@ const stylesheet = readFileSync(path.join(viewsFolder, 'static', 'style.css'), '
 export interface AppOptions {
   /** The process logger; false keeps tests quiet; absent builds one from the configuration. */
   logger?: Logger | false;
+}
+
+/**
+ * On close, answers still in flight go out with `Connection: close`, so their keep-alive sockets
+ * end with them instead of holding the shutdown open for the keep-alive timeout.
+ */
+function registerGracefulClose(app: FastifyInstance): void {
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (closing) reply.header('Connection', 'close');
+    return payload;
+  });
 }
 
 /** Builds the whole HTTP application; never listens (server.ts does, tests inject). */
@@ -49,7 +65,11 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     routerOptions: { ignoreTrailingSlash: true },
   });
 
+  // Every endpoint takes application/x-www-form-urlencoded (RFC 6749 §3.2, HTML forms); JSON or
+  // text bodies are refused with 415 rather than half-understood.
+  app.removeContentTypeParser(['application/json', 'text/plain']);
   await app.register(formbody);
+  registerSecretsNotInUrl(app);
   await app.register(cookie);
   await app.register(view, {
     engine: { eta: new Eta({ views: viewsFolder, cache: true, autoEscape: true }) },
@@ -57,6 +77,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     defaultContext: { issuer: deps.config.issuer },
   });
   registerErrorHandler(app);
+  registerGracefulClose(app);
   registerSecurityHeaders(app);
 
   app.get('/static/style.css', async (_request, reply) =>

@@ -9,6 +9,18 @@ function parseTrustProxy(value: string): boolean | string[] {
   return value.split(',').map((s) => s.trim()).filter(Boolean);
 }
 
+/** "MAX/SECONDS" (e.g. "5/60"), or "off". */
+const rateLimit = (fallback: string) =>
+  z
+    .string()
+    .default(fallback)
+    .refine((v) => v === 'off' || /^[1-9]\d*\/[1-9]\d*$/.test(v), 'must be MAX/SECONDS (e.g. 5/60) or off')
+    .transform((v) => {
+      if (v === 'off') return null;
+      const [max, windowSeconds] = v.split('/').map(Number) as [number, number];
+      return { max, windowSeconds };
+    });
+
 const schema = z
   .object({
     PORT: z.coerce.number().int().min(0).max(65535).default(3000),
@@ -28,6 +40,14 @@ const schema = z
     PURGE_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(500),
     LINK_RETENTION: z.coerce.number().int().min(0).default(30 * 86400),
     METRICS_TOKEN: z.string().min(16, 'must have at least 16 characters').optional(),
+    REDIS_URL: z.url({ protocol: /^rediss?$/ }).optional(),
+    RATE_LIMIT_USER_CODE_PER_USER: rateLimit('5/60'),
+    RATE_LIMIT_USER_CODE_PER_IP: rateLimit('5/60'),
+    RATE_LIMIT_SIGNIN_PER_ACCOUNT: rateLimit('10/900'),
+    RATE_LIMIT_SIGNIN_PER_IP: rateLimit('30/900'),
+    RATE_LIMIT_DEVICE_CODE_PER_CLIENT: rateLimit('1200/60'),
+    RATE_LIMIT_DEVICE_CODE_PER_IP: rateLimit('30/60'),
+    RATE_LIMIT_TOKEN_PER_CLIENT: rateLimit('60000/60'),
     TRUST_PROXY: z.string().default('false'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
@@ -51,6 +71,16 @@ const schema = z
       logLevel: env.LOG_LEVEL,
       trustProxy: parseTrustProxy(env.TRUST_PROXY),
       metricsToken: env.METRICS_TOKEN,
+      redisUrl: env.REDIS_URL,
+      rateLimits: {
+        userCodePerUser: env.RATE_LIMIT_USER_CODE_PER_USER,
+        userCodePerIp: env.RATE_LIMIT_USER_CODE_PER_IP,
+        signInPerAccount: env.RATE_LIMIT_SIGNIN_PER_ACCOUNT,
+        signInPerIp: env.RATE_LIMIT_SIGNIN_PER_IP,
+        deviceCodePerClient: env.RATE_LIMIT_DEVICE_CODE_PER_CLIENT,
+        deviceCodePerIp: env.RATE_LIMIT_DEVICE_CODE_PER_IP,
+        tokenPerClient: env.RATE_LIMIT_TOKEN_PER_CLIENT,
+      },
       purgeIntervalSeconds: env.PURGE_INTERVAL,
       purge: {
         batchSize: env.PURGE_BATCH_SIZE,

@@ -4,6 +4,8 @@ import type { Config } from './config.js';
 import type { Database, DatabaseHandle } from './db/connect.js';
 import type { Clock } from './lib/clock.js';
 import { createMetrics, type Metrics } from './lib/metrics.js';
+import { RateLimiter } from './rate-limits/limiter.js';
+import { databaseCounterStore, redisCounterStore } from './rate-limits/store.js';
 import { loadSigningKeys, type SigningKeys } from './oauth/keys.js';
 import { ensureServerSecret } from './repositories/server-secrets.js';
 
@@ -17,6 +19,9 @@ export interface Deps {
   keys: SigningKeys;
   secrets: ServerSecrets;
   metrics: Metrics;
+  rateLimiter: RateLimiter;
+  /** Releases what createDeps opened besides the database (the Redis connection). */
+  close(): Promise<void>;
 }
 
 export interface ServerSecrets {
@@ -34,5 +39,21 @@ export async function createDeps(options: {
   const userCodeKey = Buffer.from(await ensureServerSecret(database.db, 'user_code_hmac_key', randomBytes(32)));
   const keys = await loadSigningKeys(database.db, clock.now(), config.idTokenTtl);
   const metrics = createMetrics(() => database.poolStats());
-  return { db: database.db, database, config, log, clock, keys, secrets: { userCodeKey }, metrics };
+  const counters = config.redisUrl ? await redisCounterStore(config.redisUrl) : databaseCounterStore(database.db);
+  const rateLimiter = new RateLimiter(counters, config.rateLimits);
+  return {
+    db: database.db,
+    database,
+    config,
+    log,
+    clock,
+    keys,
+    secrets: { userCodeKey },
+    metrics,
+    rateLimiter,
+    async close() {
+      await rateLimiter.close();
+      await counters.close();
+    },
+  };
 }

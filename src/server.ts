@@ -41,6 +41,7 @@ async function main(): Promise<void> {
     deadline.unref();
     if (purgeTimer) clearInterval(purgeTimer);
     await app.close();
+    await deps.close();
     await database.close();
     log.info('stopped');
     process.exit(0);

@@ -26,6 +26,36 @@ describe('the server process', () => {
     expect(server.output()).toContain('device-auth ready');
   });
 
+  it('SIGTERM lets in-flight requests finish, then exits 0', async () => {
+    const server = await startServerProcess({
+      DATA_DIR: tempDataDir(),
+      LOG_LEVEL: 'info',
+      RATE_LIMIT_SIGNIN_PER_ACCOUNT: 'off',
+      RATE_LIMIT_SIGNIN_PER_IP: 'off',
+    });
+    const page = await fetch(`${server.url}/signin`);
+    const cookie = page.headers.getSetCookie()[0]!.split(';')[0]!;
+    const csrf = /name="csrf_token" value="([^"]+)"/.exec(await page.text())![1]!;
+    // Failed sign-ins are slow on purpose (argon2id), so they are still running when the signal lands.
+    const requests = 12;
+    const inFlight = Array.from({ length: requests }, () =>
+      fetch(`${server.url}/signin`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
+        body: new URLSearchParams({ email: 'nobody@example.test', password: 'a long wrong password', csrf_token: csrf }),
+      }).then((res) => res.status),
+    );
+    // Signal once the server has received every request (argon2id keeps most of them running).
+    const received = () => server.output().split('\n').filter((l) => l.includes('incoming request') && l.includes('"POST"')).length;
+    for (let i = 0; i < 200 && received() < requests; i++) await new Promise((r) => setTimeout(r, 25));
+    expect(received()).toBe(requests);
+    const exit = server.stop('SIGTERM');
+    const statuses = await Promise.all(inFlight);
+    // Each got its real answer (wrong credentials), none a reset connection.
+    expect(statuses).toEqual(Array(requests).fill(401));
+    expect(await exit).toBe(0);
+  });
+
   it('serves on PostgreSQL when DATABASE_URL is set', async () => {
     if (!process.env.TEST_DATABASE_URL) {
       // Embedded runs prove the embedded default above; this case needs the server.

@@ -119,6 +119,12 @@ export interface LinkEventsTable {
   created_at: Timestamp;
 }
 
+export interface RateLimitCountersTable {
+  key: string;
+  window_start: Timestamp;
+  hits: number;
+}
+
 export interface DB {
   clients: ClientsTable;
   users: UsersTable;
@@ -130,6 +136,7 @@ export interface DB {
   refresh_tokens: RefreshTokensTable;
   access_tokens: AccessTokensTable;
   link_events: LinkEventsTable;
+  rate_limit_counters: RateLimitCountersTable;
 }
 
 export type ClientRow = Selectable<ClientsTable>;

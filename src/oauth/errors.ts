@@ -58,12 +58,17 @@ export const invalidToken = (description: string) =>
 export const temporarilyUnavailable = (description: string) =>
   new OAuthError('temporarily_unavailable', description, 503, { 'Retry-After': '5' });
 
+/** RFC 6585 §4: 429 with Retry-After; the OAuth error code says "try again later". */
+export const tooManyRequests = (description: string, retryAfterSeconds: number) =>
+  new OAuthError('temporarily_unavailable', description, 429, { 'Retry-After': String(retryAfterSeconds) });
+
 /** A page that re-renders a form with a message for the user. */
 export class PageError extends Error {
   constructor(
     readonly status: number,
     readonly title: string,
     message: string,
+    readonly headers: Readonly<Record<string, string>> = {},
   ) {
     super(message);
     this.name = 'PageError';

@@ -5,6 +5,7 @@ import {
   deleteExpiredBrowserSessions,
   deleteExpiredDeviceRequests,
 } from '../repositories/purge.js';
+import { deleteStaleRateLimitCounters } from '../repositories/rate-limits.js';
 
 export interface PurgeOptions {
   batchSize: number;
@@ -16,7 +17,10 @@ export interface PurgeOptions {
   deviceRequestRetentionSeconds: number;
 }
 
-export type PurgeCounts = Record<'deviceRequests' | 'browserSessions' | 'accessTokens' | 'links', number>;
+export type PurgeCounts = Record<'deviceRequests' | 'browserSessions' | 'accessTokens' | 'links' | 'rateLimitCounters', number>;
+
+/** Rate limit windows are minutes long; a counter a day old can count nothing any more. */
+const RATE_LIMIT_COUNTER_RETENTION_SECONDS = 86400;
 
 const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -41,5 +45,6 @@ export async function purgeExpired(db: Database, now: Date, options: PurgeOption
     browserSessions: await inBatches(() => deleteExpiredBrowserSessions(db, now, size), options),
     accessTokens: await inBatches(() => deleteExpiredAccessTokens(db, now, size), options),
     links: await inBatches(() => deleteEndedLinks(db, ago(options.linkRetentionSeconds), size), options),
+    rateLimitCounters: await inBatches(() => deleteStaleRateLimitCounters(db, ago(RATE_LIMIT_COUNTER_RETENTION_SECONDS), size), options),
   };
 }

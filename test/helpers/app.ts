@@ -42,7 +42,7 @@ export interface TestAppOptions {
 /** The whole application on a fresh database, with a clock the test moves by hand. */
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const database = options.database ?? (await createTestDatabase());
-  const config = loadConfig({ ISSUER: 'http://localhost:3000', LOG_LEVEL: 'silent', ...options.env });
+  const config = loadConfig({ ISSUER: 'http://localhost:3000', LOG_LEVEL: 'silent', ...NO_RATE_LIMITS, ...options.env });
   const clock = options.realTime ? new RealTimeClock() : new ManualClock();
   const log = options.logSink
     ? pino(loggerOptions('trace'), { write: (line: string) => options.logSink?.(line) })
@@ -58,10 +58,25 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     database,
     async close() {
       await app.close();
+      await deps.close();
       if (!options.database) await database.drop();
     },
   };
 }
+
+/**
+ * Tests send everything from one address in quick succession; limits are switched off unless a
+ * test names the ones it is about.
+ */
+export const NO_RATE_LIMITS: Record<string, string> = {
+  RATE_LIMIT_USER_CODE_PER_USER: 'off',
+  RATE_LIMIT_USER_CODE_PER_IP: 'off',
+  RATE_LIMIT_SIGNIN_PER_ACCOUNT: 'off',
+  RATE_LIMIT_SIGNIN_PER_IP: 'off',
+  RATE_LIMIT_DEVICE_CODE_PER_CLIENT: 'off',
+  RATE_LIMIT_DEVICE_CODE_PER_IP: 'off',
+  RATE_LIMIT_TOKEN_PER_CLIENT: 'off',
+};
 
 export const PASSWORD = 'correct horse battery staple';
 

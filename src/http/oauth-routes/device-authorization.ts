@@ -5,6 +5,7 @@ import { authenticateClient } from '../../oauth/client-auth.js';
 import { requestDeviceAuthorization } from '../../oauth/device/authorization.js';
 import { parseScope } from '../../oauth/scopes.js';
 import { parseForm } from '../form.js';
+import { consumeOAuthLimits } from '../rate-limit.js';
 import { clientCredentials } from './client-credentials.js';
 
 const deviceCodeForm = z.object({
@@ -19,8 +20,11 @@ const deviceCodeForm = z.object({
 export function deviceAuthorizationRoutes(app: FastifyInstance, deps: Deps): void {
   // RFC 8628 §3.1 / §3.2
   app.post('/oauth/device/code', async (request, reply) => {
+    // Before any other work: floods from one address are refused cheaply.
+    await consumeOAuthLimits(deps, [['deviceCodePerIp', request.ip]]);
     const form = parseForm(deviceCodeForm, request.body);
     const client = await authenticateClient(deps.db, clientCredentials(request, form));
+    await consumeOAuthLimits(deps, [['deviceCodePerClient', client.clientId]]);
     const response = await requestDeviceAuthorization(deps, client, {
       scope: parseScope(form.scope),
       platform_name: form.platform_name,

@@ -5,6 +5,7 @@ import { authenticateClient } from '../../oauth/client-auth.js';
 import { OAuthError, unsupportedGrantType } from '../../oauth/errors.js';
 import { grants } from '../../oauth/grants/index.js';
 import { parseForm } from '../form.js';
+import { consumeOAuthLimits } from '../rate-limit.js';
 import { clientCredentials } from './client-credentials.js';
 
 const tokenForm = z.object({
@@ -18,6 +19,7 @@ export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
   app.post('/oauth/token', async (request, reply) => {
     const form = parseForm(tokenForm, request.body);
     const client = await authenticateClient(deps.db, clientCredentials(request, form));
+    await consumeOAuthLimits(deps, [['tokenPerClient', client.clientId]]);
     const grant = grants.get(form.grant_type);
     if (!grant) throw unsupportedGrantType(`grant_type ${form.grant_type} is not supported`);
     const parameters = parseForm(grant.parameters, request.body);

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
+import { failureLimitReached, recordFailures, waitText } from '../rate-limit.js';
 import { PageError } from '../../oauth/errors.js';
 import { normaliseUserCode } from '../../oauth/device/user-code.js';
 import {
@@ -116,9 +117,22 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
 
     app.post(path, async (request, reply) => {
       const typed = parsePageForm(codeInput, request.body).user_code;
-      if (!request.session?.user) return reply.redirect(signInUrl(codeStepPath(page, typed)), 303);
+      const user = request.session?.user;
+      if (!user) return reply.redirect(signInUrl(codeStepPath(page, typed)), 303);
+      // RFC 8628 §5.1: wrong entries are limited per user and per address, so guessing stops
+      // after a handful of tries out of ~2.6 × 10^10 codes.
+      const guessLimits = [['userCodePerUser', user.userId], ['userCodePerIp', request.ip]] as const;
+      const limit = await failureLimitReached(deps, guessLimits);
+      if (limit.limited) {
+        reply.header('Retry-After', String(limit.retryAfterSeconds));
+        const message = `Too many wrong codes. Wait ${waitText(limit.retryAfterSeconds)}, then try again.`;
+        return renderCodeStep(request, reply, page, { userCode: typed, message, link: null }, 429);
+      }
       const lookup = await lookUpUserCode(deps, typed, page);
-      if (lookup.kind !== 'pending') return refuseCode(request, reply, page, typed, lookup);
+      if (lookup.kind !== 'pending') {
+        await recordFailures(deps, guessLimits);
+        return refuseCode(request, reply, page, typed, lookup);
+      }
       return renderApprovalStep(request, reply, page, lookup.request);
     });
 

@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
+import { normaliseEmail } from '../../accounts/users.js';
+import { failureLimitReached, recordFailures, waitText } from '../rate-limit.js';
 import { signIn, signOut } from '../../accounts/sessions.js';
 import { parsePageForm } from '../form.js';
 import { clearSessionCookie, setSessionCookie } from '../plugins/session.js';
@@ -53,7 +55,16 @@ export function signInRoutes(app: FastifyInstance, deps: Deps): void {
   app.post('/signin', async (request, reply) => {
     const form = parsePageForm(signInForm, request.body);
     const returnTo = localReturnPath(form.return_to);
+    // Failed attempts are limited per account (online guessing) and per address (spraying).
+    const attemptLimits = [['signInPerAccount', normaliseEmail(form.email)], ['signInPerIp', request.ip]] as const;
+    const limit = await failureLimitReached(deps, attemptLimits);
+    if (limit.limited) {
+      reply.header('Retry-After', String(limit.retryAfterSeconds));
+      const message = `Too many failed sign-in attempts. Wait ${waitText(limit.retryAfterSeconds)}, then try again.`;
+      return renderPage(request, reply, 'signin.eta', { title: 'Sign in', returnTo, email: form.email, message }, 429);
+    }
     const result = await signIn(deps, request.session, form);
+    if (result.kind === 'wrong_credentials') await recordFailures(deps, attemptLimits);
     if (result.kind === 'signed_in') {
       setSessionCookie(reply, deps.config, result.started.cookieValue);
       return reply.redirect(returnTo, 303);

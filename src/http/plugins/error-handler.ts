@@ -21,7 +21,7 @@ export function sendPageError(reply: FastifyReply, status: number, title: string
 export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | OAuthError | PageError, request: FastifyRequest, reply: FastifyReply) => {
     if (error instanceof OAuthError) return sendOAuthError(reply, error);
-    if (error instanceof PageError) return sendPageError(reply, error.status, error.title, error.message);
+    if (error instanceof PageError) return sendPageError(reply.headers(error.headers), error.status, error.title, error.message);
 
     const status = 'statusCode' in error && typeof error.statusCode === 'number' ? error.statusCode : 500;
     if (status >= 400 && status < 500) {
