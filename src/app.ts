@@ -16,6 +16,7 @@ import { registerSecurityHeaders } from './http/plugins/security-headers.js';
 import { registerSecretsNotInUrl } from './http/plugins/secrets-not-in-url.js';
 import { registerCsrfCheck } from './http/plugins/csrf.js';
 import { registerSessions } from './http/plugins/session.js';
+import { accountRoutes } from './http/page-routes/account.js';
 import { activateRoutes } from './http/page-routes/activate.js';
 import { signInRoutes } from './http/page-routes/sign-in.js';
 import { deviceAuthorizationRoutes } from './http/oauth-routes/device-authorization.js';
@@ -99,6 +100,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     registerCsrfCheck(pages);
     signInRoutes(pages, deps);
     activateRoutes(pages, deps);
+    accountRoutes(pages, deps);
   });
 
   return app;

@@ -7,6 +7,7 @@ import { createMetrics, type Metrics } from './lib/metrics.js';
 import { RateLimiter } from './rate-limits/limiter.js';
 import { databaseCounterStore, redisCounterStore } from './rate-limits/store.js';
 import { loadSigningKeys, type SigningKeys } from './oauth/keys.js';
+import { ClientDirectory } from './oauth/client-auth.js';
 import { ensureServerSecret } from './repositories/server-secrets.js';
 
 /** Everything the domain needs, created once at start and passed down explicitly. */
@@ -20,6 +21,7 @@ export interface Deps {
   secrets: ServerSecrets;
   metrics: Metrics;
   rateLimiter: RateLimiter;
+  clients: ClientDirectory;
   /** Releases what createDeps opened besides the database (the Redis connection). */
   close(): Promise<void>;
 }
@@ -51,6 +53,7 @@ export async function createDeps(options: {
     secrets: { userCodeKey },
     metrics,
     rateLimiter,
+    clients: new ClientDirectory(database.db),
     async close() {
       await rateLimiter.close();
       await counters.close();

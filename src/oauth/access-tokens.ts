@@ -13,10 +13,15 @@ export interface LiveAccessToken {
   name: string | null;
 }
 
+/** Whether a value could be an access token we issued; anything else is refused without a lookup. */
+export function isOurAccessToken(value: string): boolean {
+  return value.startsWith(TOKEN_PREFIX.accessToken) && value.length <= 256;
+}
+
 /** The live access token with this value, or null: unknown, expired, revoked, banned or disabled look alike. */
 export async function verifyAccessToken(deps: Deps, value: string): Promise<LiveAccessToken | null> {
   // Not a token we issue: spare the database.
-  if (!value.startsWith(TOKEN_PREFIX.accessToken) || value.length > 256) return null;
+  if (!isOurAccessToken(value)) return null;
   const row = await findLiveAccessToken(deps.db, hashOpaque(value), deps.clock.now());
   if (!row) return null;
   return {

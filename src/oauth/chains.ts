@@ -1,6 +1,7 @@
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/connect.js';
 import type { DB } from '../db/schema.js';
+import type { Deps } from '../deps.js';
 import { insertLinkEvents, revokeLiveLinks, type RevokedLink } from '../repositories/device-links.js';
 
 /** Why a chain ended, as recorded in link_events. */
@@ -34,5 +35,21 @@ export async function revokeChains(
       created_at: context.now,
     })),
   );
+  return revoked;
+}
+
+/**
+ * revokeChains in a transaction of its own, so the links and their events commit together,
+ * counted by reason in the metrics. For callers that revoke as one step of their own.
+ */
+export async function revokeAndCountChains(
+  deps: Deps,
+  filter: { linkId?: string; userId?: string; clientId?: string },
+  reason: RevocationReason,
+  ip: string | null,
+): Promise<RevokedLink[]> {
+  const now = deps.clock.now();
+  const revoked = await deps.db.transaction().execute((trx) => revokeChains(trx, filter, reason, { now, ip }));
+  deps.metrics.chainRevocations.inc({ reason }, revoked.length);
   return revoked;
 }

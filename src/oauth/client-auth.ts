@@ -38,37 +38,110 @@ function decodeBasic(header: string): { id: string; secret: string } {
   }
 }
 
+interface RegisteredClient extends Client {
+  secretHash: Buffer | null;
+}
+
 /**
- * RFC 6749 §2.3: confidential clients authenticate with HTTP Basic (client_secret_basic);
- * public clients identify themselves with client_id (auth method none). Secrets are compared
- * by their SHA-256 hash in constant time. A disabled app is refused.
+ * What never changes about a client once created (id, kind, type, secret hash, scopes), kept in
+ * memory so that the hot token paths spend no round trip on it. Whether the app is disabled is
+ * NOT cached: hot paths check it in the same SQL statement that does their work, the others read
+ * it fresh (authenticateClient).
  */
-export async function authenticateClient(db: Database, credentials: ClientCredentials): Promise<Client> {
+export class ClientDirectory {
+  readonly #cache = new Map<string, RegisteredClient>();
+
+  constructor(
+    private readonly db: Database,
+    private readonly capacity = 10_000,
+  ) {}
+
+  async find(clientId: string): Promise<(RegisteredClient & { disabled: boolean }) | null> {
+    const row = clientId.length > 0 && clientId.length <= 128 ? await findClient(this.db, clientId) : undefined;
+    if (!row) return null;
+    return { ...this.#remember(row), disabled: row.disabled_at !== null };
+  }
+
+  async findStatic(clientId: string): Promise<RegisteredClient | null> {
+    return this.#cache.get(clientId) ?? (await this.find(clientId));
+  }
+
+  #remember(row: NonNullable<Awaited<ReturnType<typeof findClient>>>): RegisteredClient {
+    const client: RegisteredClient = {
+      clientId: row.client_id,
+      name: row.name,
+      kind: row.kind,
+      type: row.type,
+      allowedScopes: row.allowed_scopes,
+      secretHash: row.secret_hash ? Buffer.from(row.secret_hash) : null,
+    };
+    if (this.#cache.size >= this.capacity) this.#cache.delete(this.#cache.keys().next().value as string);
+    this.#cache.set(client.clientId, client);
+    return client;
+  }
+}
+
+/** Who the request claims to be, and the secret if it gave one. */
+function presentedCredentials(credentials: ClientCredentials): { id: string; secret: string | undefined } {
   const { authorization, clientId, clientSecret } = credentials;
   if (clientSecret !== undefined) {
     throw invalidRequest('client_secret is not accepted in the body; send client credentials with HTTP Basic');
   }
-  let id: string;
-  let secret: string | undefined;
   if (authorization !== undefined && /^basic /i.test(authorization)) {
-    ({ id, secret } = decodeBasic(authorization));
+    const { id, secret } = decodeBasic(authorization);
     if (clientId !== undefined && clientId !== id) throw invalidRequest('client_id does not match the HTTP Basic credentials');
-  } else if (clientId !== undefined) {
-    id = clientId;
-  } else {
-    throw invalidClient('client authentication is required: HTTP Basic for confidential clients, client_id for public clients');
+    return { id, secret };
   }
+  if (clientId !== undefined) return { id: clientId, secret: undefined };
+  throw invalidClient('client authentication is required: HTTP Basic for confidential clients, client_id for public clients');
+}
 
-  const row = id.length > 0 && id.length <= 128 ? await findClient(db, id) : undefined;
-  if (!row) throw invalidClient('unknown client');
-  if (row.type === 'confidential') {
+/** Secrets are compared by their SHA-256 hash, in constant time. */
+function verifySecret(client: RegisteredClient, secret: string | undefined): void {
+  if (client.type === 'confidential') {
     if (secret === undefined) throw invalidClient('this client is confidential and must authenticate with HTTP Basic');
-    if (!row.secret_hash || !timingSafeEqual(Buffer.from(row.secret_hash), sha256(secret))) {
-      throw invalidClient('client authentication failed');
-    }
+    if (!client.secretHash || !timingSafeEqual(client.secretHash, sha256(secret))) throw invalidClient('client authentication failed');
   } else if (secret !== undefined) {
     throw invalidClient('this client is public and has no secret');
   }
-  if (row.disabled_at !== null) throw invalidClient('this app is disabled');
-  return { clientId: row.client_id, name: row.name, kind: row.kind, type: row.type, allowedScopes: row.allowed_scopes };
+}
+
+function publicView(client: RegisteredClient): Client {
+  return { clientId: client.clientId, name: client.name, kind: client.kind, type: client.type, allowedScopes: client.allowedScopes };
+}
+
+export const DISABLED_APP = 'this app is disabled';
+
+/**
+ * RFC 6749 §2.3: confidential clients authenticate with HTTP Basic (client_secret_basic);
+ * public clients identify themselves with client_id (auth method none). A disabled app is refused.
+ */
+export async function authenticateClient(clients: ClientDirectory, credentials: ClientCredentials): Promise<Client> {
+  const { id, secret } = presentedCredentials(credentials);
+  const client = await clients.find(id);
+  if (!client) throw invalidClient('unknown client');
+  verifySecret(client, secret);
+  if (client.disabled) throw invalidClient(DISABLED_APP);
+  return publicView(client);
+}
+
+/**
+ * authenticateClient for the hot token paths: the credentials are checked against the cached
+ * client, and the caller MUST refuse a disabled app in its own SQL (the grants do).
+ */
+export async function identifyClient(clients: ClientDirectory, credentials: ClientCredentials): Promise<Client> {
+  const { id, secret } = presentedCredentials(credentials);
+  const client = await clients.findStatic(id);
+  if (!client) throw invalidClient('unknown client');
+  verifySecret(client, secret);
+  return publicView(client);
+}
+
+/**
+ * For a hot path that found nothing to act on (an unknown token or code): its statement could not
+ * say whether the app is disabled, so ask now, off the hot path.
+ */
+export async function refuseIfDisabled(clients: ClientDirectory, client: Client): Promise<void> {
+  const fresh = await clients.find(client.clientId);
+  if (!fresh || fresh.disabled) throw invalidClient(DISABLED_APP);
 }

@@ -1,8 +1,10 @@
 import type { Deps } from '../deps.js';
 import { epochSeconds } from '../lib/clock.js';
-import { verifyAccessToken } from './access-tokens.js';
+import { findLiveAccessTokenForCaller } from '../repositories/access-tokens.js';
+import { isOurAccessToken } from './access-tokens.js';
+import { hashOpaque } from './tokens.js';
 import { invalidClient } from './errors.js';
-import type { Client } from './client-auth.js';
+import { DISABLED_APP, type Client } from './client-auth.js';
 import { formatScope } from './scopes.js';
 
 /** RFC 7662 §2.2. */
@@ -20,6 +22,9 @@ export type IntrospectionResponse =
       iss: string;
     };
 
+/** Matches no stored token: a value that is not ours still costs the same single round trip. */
+const NO_SUCH_HASH = Buffer.alloc(32);
+
 /**
  * RFC 7662 §2.2: access tokens only. A refresh token is never sent to a resource server, so it
  * is `active: false` here like anything unknown, expired, revoked, or of a banned user or a
@@ -30,17 +35,20 @@ export async function introspectToken(deps: Deps, caller: Client, token: string)
   // RFC 7662 §2.1: callers authenticate; resource servers are confidential clients, and a public
   // client_id proves nothing.
   if (caller.type !== 'confidential') throw invalidClient('introspection needs a confidential client authenticating with HTTP Basic');
-  const live = await verifyAccessToken(deps, token);
-  if (!live) return { active: false };
+  // One round trip: the token's liveness and whether the caller's app is still enabled.
+  const hash = isOurAccessToken(token) ? hashOpaque(token) : NO_SUCH_HASH;
+  const found = await findLiveAccessTokenForCaller(deps.db, hash, deps.clock.now(), caller.clientId);
+  if (!found || !found.caller_enabled) throw invalidClient(DISABLED_APP);
+  if (found.link_id === null || found.expires_at === null || found.created_at === null) return { active: false };
   return {
     active: true,
-    scope: formatScope(live.scopes),
-    client_id: live.clientId,
-    sub: live.userId,
+    scope: formatScope(found.scopes ?? []),
+    client_id: found.client_id!,
+    sub: found.user_id!,
     token_type: 'Bearer',
-    exp: epochSeconds(live.expiresAt),
-    iat: epochSeconds(live.issuedAt),
-    aud: live.clientId,
+    exp: epochSeconds(found.expires_at),
+    iat: epochSeconds(found.created_at),
+    aud: found.client_id!,
     iss: deps.config.issuer,
   };
 }

@@ -1,6 +1,6 @@
 import type { Deps } from '../deps.js';
 import { findLinkOfToken } from '../repositories/device-links.js';
-import { revokeChains } from './chains.js';
+import { revokeAndCountChains } from './chains.js';
 import type { Client } from './client-auth.js';
 import { hashOpaque, TOKEN_PREFIX } from './tokens.js';
 
@@ -18,8 +18,5 @@ export async function revokeToken(deps: Deps, client: Client, token: string, con
   if (!ours || token.length > 256) return;
   const link = await findLinkOfToken(deps.db, hashOpaque(token));
   if (!link) return;
-  const revoked = await deps.db.transaction().execute((trx) =>
-    revokeChains(trx, { linkId: link.link_id, clientId: client.clientId }, 'revoked_by_app', { now: deps.clock.now(), ip: context.ip }),
-  );
-  deps.metrics.chainRevocations.inc({ reason: 'revoked_by_app' }, revoked.length);
+  await revokeAndCountChains(deps, { linkId: link.link_id, clientId: client.clientId }, 'revoked_by_app', context.ip);
 }

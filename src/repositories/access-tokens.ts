@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { Database } from '../db/connect.js';
 
 /**
@@ -18,4 +19,36 @@ export async function findLiveAccessToken(db: Database, tokenHash: Uint8Array, n
     .where('u.banned_at', 'is', null)
     .where('c.disabled_at', 'is', null)
     .executeTakeFirst();
+}
+
+/**
+ * findLiveAccessToken for an introspecting resource server, with whether that caller's app is
+ * enabled, in the same round trip. Undefined when the caller does not exist; token columns are
+ * null when the token is not live.
+ */
+export async function findLiveAccessTokenForCaller(db: Database, tokenHash: Uint8Array, now: Date, callerId: string) {
+  const result = await sql<{
+    caller_enabled: boolean;
+    scopes: string[] | null;
+    created_at: Date | null;
+    expires_at: Date | null;
+    link_id: string | null;
+    user_id: string | null;
+    client_id: string | null;
+    email: string | null;
+    name: string | null;
+  }>`
+    SELECT caller.disabled_at IS NULL AS caller_enabled, t.*
+    FROM clients caller
+    LEFT JOIN LATERAL (
+      SELECT a.scopes, a.created_at, a.expires_at, l.link_id, l.user_id, l.client_id, u.email, u.name
+      FROM access_tokens a
+      JOIN device_links l ON l.link_id = a.link_id
+      JOIN users u ON u.user_id = l.user_id
+      JOIN clients c ON c.client_id = l.client_id
+      WHERE a.token_hash = ${tokenHash} AND a.expires_at > ${now}
+        AND l.revoked_at IS NULL AND u.banned_at IS NULL AND c.disabled_at IS NULL
+    ) t ON true
+    WHERE caller.client_id = ${callerId}`.execute(db);
+  return result.rows[0];
 }

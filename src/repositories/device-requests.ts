@@ -2,11 +2,47 @@ import { sql } from 'kysely';
 import type { Database } from '../db/connect.js';
 import type { DeniedReason, DeviceRequestStatus, NewDeviceRequest } from '../db/schema.js';
 
-/** Inserts a request; returns false when its user code collides with a live one. */
+/**
+ * Inserts a request while its app is enabled, in one statement. Returns false when nothing was
+ * inserted: the user code collided with a live one, or the app is disabled.
+ */
 export async function insertDeviceRequest(db: Database, request: NewDeviceRequest): Promise<boolean> {
   const inserted = await db
     .insertInto('device_requests')
-    .values(request)
+    .columns([
+      'device_code_hash',
+      'user_code_hmac',
+      'client_id',
+      'scopes',
+      'platform_name',
+      'platform_description',
+      'platform_icon',
+      'phrase',
+      'phrase_choices',
+      'interval_seconds',
+      'created_at',
+      'expires_at',
+    ])
+    .expression((eb) =>
+      eb
+        .selectFrom('clients')
+        .select([
+          eb.val(request.device_code_hash).as('device_code_hash'),
+          eb.val(request.user_code_hmac).as('user_code_hmac'),
+          'client_id',
+          sql<string[]>`${request.scopes}::text[]`.as('scopes'),
+          sql<string | null>`${request.platform_name ?? null}::text`.as('platform_name'),
+          sql<string | null>`${request.platform_description ?? null}::text`.as('platform_description'),
+          sql<string | null>`${request.platform_icon ?? null}::text`.as('platform_icon'),
+          sql<string>`${request.phrase}::text`.as('phrase'),
+          sql<string[]>`${request.phrase_choices}::text[]`.as('phrase_choices'),
+          sql<number>`${request.interval_seconds}::integer`.as('interval_seconds'),
+          sql<Date>`${request.created_at}::timestamptz`.as('created_at'),
+          sql<Date>`${request.expires_at}::timestamptz`.as('expires_at'),
+        ])
+        .where('client_id', '=', request.client_id)
+        .where('disabled_at', 'is', null),
+    )
     .onConflict((oc) => oc.column('user_code_hmac').where('status', '=', 'pending').doNothing())
     .returning('request_id')
     .executeTakeFirst();
@@ -15,6 +51,7 @@ export async function insertDeviceRequest(db: Database, request: NewDeviceReques
 
 export interface PollOutcome {
   request_id: string;
+  client_disabled: boolean;
   status: DeviceRequestStatus;
   denied_reason: DeniedReason | null;
   expired: boolean;
@@ -35,20 +72,22 @@ export async function recordDevicePoll(
 ): Promise<PollOutcome | undefined> {
   const result = await sql<PollOutcome>`
     WITH previous AS (
-      SELECT request_id,
-             expires_at <= ${now} AS expired,
-             status = 'pending'
-               AND ${now} < coalesce(last_polled_at, created_at) + make_interval(secs => interval_seconds) AS throttled
-      FROM device_requests
-      WHERE device_code_hash = ${deviceCodeHash} AND client_id = ${clientId}
-      FOR UPDATE
+      SELECT r.request_id,
+             c.disabled_at IS NOT NULL AS client_disabled,
+             r.expires_at <= ${now} AS expired,
+             r.status = 'pending'
+               AND ${now} < coalesce(r.last_polled_at, r.created_at) + make_interval(secs => r.interval_seconds) AS throttled
+      FROM device_requests r
+      JOIN clients c ON c.client_id = r.client_id
+      WHERE r.device_code_hash = ${deviceCodeHash} AND r.client_id = ${clientId}
+      FOR UPDATE OF r
     )
     UPDATE device_requests d
     SET last_polled_at = ${now},
         interval_seconds = d.interval_seconds + CASE WHEN previous.throttled THEN 5 ELSE 0 END
     FROM previous
     WHERE d.request_id = previous.request_id
-    RETURNING d.request_id::text AS request_id, d.status, d.denied_reason,
+    RETURNING d.request_id::text AS request_id, previous.client_disabled, d.status, d.denied_reason,
               previous.expired, previous.throttled, d.interval_seconds`.execute(db);
   return result.rows[0];
 }

@@ -24,6 +24,7 @@ export interface RotationOutcome {
   expired: boolean;
   /** Link not revoked, user not banned, app not disabled. */
   live: boolean;
+  client_disabled: boolean;
   /** The requested scopes (if any) are within the chain's. */
   scope_ok: boolean;
   /** The chain's scopes before this call narrowed them. */
@@ -53,6 +54,7 @@ export async function rotateRefreshToken(db: Database, input: RotationInput): Pr
              r.replaced_at IS NOT NULL AS replaced,
              r.expires_at <= ${input.now} AS expired,
              (l.revoked_at IS NULL AND u.banned_at IS NULL AND c.disabled_at IS NULL) AS live,
+             c.disabled_at IS NOT NULL AS client_disabled,
              (${scopes}::text[] IS NULL OR ${scopes}::text[] <@ l.scopes) AS scope_ok
       FROM refresh_tokens r
       JOIN device_links l ON l.link_id = r.link_id
@@ -88,7 +90,7 @@ export async function rotateRefreshToken(db: Database, input: RotationInput): Pr
       INSERT INTO link_events (link_id, user_id, client_id, event, client_ip, created_at)
       SELECT link_id, user_id, client_id, 'rotated', ${input.ip}, ${input.now} FROM rotated
     )
-    SELECT p.link_id, p.client_id, p.user_id, p.replaced, p.expired, p.live, p.scope_ok,
+    SELECT p.link_id, p.client_id, p.user_id, p.replaced, p.expired, p.live, p.client_disabled, p.scope_ok,
            p.scopes, p.auth_time, p.email, p.name, EXISTS (SELECT 1 FROM rotated) AS rotated
     FROM presented p`.execute(db);
   return result.rows[0];

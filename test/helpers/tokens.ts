@@ -45,9 +45,15 @@ export async function postAs(t: TestApp, client: TestClient, url: string, fields
 }
 
 /** The whole device flow for `client`, approved by `userId` without the browser pages. */
-export async function signIn(t: TestApp, client: TestClient, userId: string, scope?: string): Promise<TokenSet> {
+export async function signIn(
+  t: TestApp,
+  client: TestClient,
+  userId: string,
+  scope?: string,
+  platform: { platform_name?: string; platform_description?: string } = {},
+): Promise<TokenSet> {
   const { headers } = authentication(client);
-  const flow = await startDeviceFlow(t, client.clientId, scope === undefined ? {} : { scope }, headers);
+  const flow = await startDeviceFlow(t, client.clientId, { ...platform, ...(scope === undefined ? {} : { scope }) }, headers);
   expect(await decide(t, flow.user_code, userId, 'approve')).toBe('approved');
   t.clock.advance(flow.interval);
   const res = await poll(t, client.clientId, flow.device_code, headers);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { banUser, unbanUser } from '../../src/accounts/bans.js';
 import { setClientDisabledAt } from '../../src/repositories/clients.js';
 import { FORM, basicAuth, form, seedClient, seedUser, type TestApp } from '../helpers/app.js';
-import { decide, poll, startDeviceFlow } from '../helpers/device.js';
+import { decide, poll, requestDeviceCode, startDeviceFlow } from '../helpers/device.js';
 import {
   ALL_SCOPES as ALL,
   expectAllRefused,
@@ -131,6 +131,8 @@ describe('POST /oauth/introspect (RFC 7662)', () => {
   });
 });
 
+const startRaw = (clientId: string) => requestDeviceCode(t, { client_id: clientId });
+
 describe('a disabled app (device-auth client disable)', () => {
   it('its token requests fail with invalid_client and its tokens are inactive', async () => {
     const app = await seedClient(t, { kind: 'tv' });
@@ -139,6 +141,30 @@ describe('a disabled app (device-auth client disable)', () => {
 
     expect(await introspection(t, rs, tokens.access_token)).toEqual({ active: false });
     const res = await refresh(t, app, tokens.refresh_token!);
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error).toBe('invalid_client');
+  });
+
+  it.each([
+    ['a device poll', (app: { clientId: string }) => poll(t, app.clientId, 'da_dc_unknown')],
+    ['a refresh with an unknown token', (app: { clientId: string }) => refresh(t, { clientId: app.clientId, clientSecret: null }, 'da_rt_unknown')],
+    ['a device code request', (app: { clientId: string }) => startRaw(app.clientId)],
+  ])('the very next %s after disabling is invalid_client (the cached client does not outlive the flag)', async (_name, request) => {
+    const app = await seedClient(t, { kind: 'tv' });
+    // Warm the in-memory client directory first.
+    expect((await startRaw(app.clientId)).statusCode).toBe(200);
+    await setClientDisabledAt(t.deps.db, app.clientId, t.clock.now());
+    const res = await request(app);
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error).toBe('invalid_client');
+  });
+
+  it('a disabled resource server may not introspect', async () => {
+    const server = await seedClient(t, { kind: 'web', type: 'confidential', name: 'Old API' });
+    const tokens = await signIn(t, tv, user.userId, ALL);
+    expect(await introspection(t, server, tokens.access_token)).toMatchObject({ active: true });
+    await setClientDisabledAt(t.deps.db, server.clientId, t.clock.now());
+    const res = await postAs(t, server, '/oauth/introspect', { token: tokens.access_token });
     expect(res.statusCode).toBe(401);
     expect(res.json().error).toBe('invalid_client');
   });

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
-import { authenticateClient } from '../../oauth/client-auth.js';
+import { identifyClient } from '../../oauth/client-auth.js';
 import { requestDeviceAuthorization } from '../../oauth/device/authorization.js';
 import { parseScope } from '../../oauth/scopes.js';
 import { parseForm } from '../form.js';
@@ -23,7 +23,8 @@ export function deviceAuthorizationRoutes(app: FastifyInstance, deps: Deps): voi
     // Before any other work: floods from one address are refused cheaply.
     await consumeOAuthLimits(deps, [['deviceCodePerIp', request.ip]]);
     const form = parseForm(deviceCodeForm, request.body);
-    const client = await authenticateClient(deps.db, clientCredentials(request, form));
+    // The insert itself refuses a disabled app (one round trip for the whole request).
+    const client = await identifyClient(deps.clients, clientCredentials(request, form));
     await consumeOAuthLimits(deps, [['deviceCodePerClient', client.clientId]]);
     const response = await requestDeviceAuthorization(deps, client, {
       scope: parseScope(form.scope),

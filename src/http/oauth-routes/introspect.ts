@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../../deps.js';
-import { authenticateClient } from '../../oauth/client-auth.js';
+import { identifyClient } from '../../oauth/client-auth.js';
 import { introspectToken } from '../../oauth/introspection.js';
 import { parseForm } from '../form.js';
 import { clientCredentials, tokenRequestForm } from './client-credentials.js';
@@ -9,7 +9,8 @@ export function introspectRoutes(app: FastifyInstance, deps: Deps): void {
   // RFC 7662 §2
   app.post('/oauth/introspect', async (request, reply) => {
     const form = parseForm(tokenRequestForm, request.body);
-    const client = await authenticateClient(deps.db, clientCredentials(request, form));
+    // The introspection statement itself checks that the caller's app is enabled.
+    const client = await identifyClient(deps.clients, clientCredentials(request, form));
     const response = await introspectToken(deps, client, form.token);
     return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').send(response);
   });

@@ -9,7 +9,7 @@ export function revokeRoutes(app: FastifyInstance, deps: Deps): void {
   // RFC 7009 §2
   app.post('/oauth/revoke', async (request, reply) => {
     const form = parseForm(tokenRequestForm, request.body);
-    const client = await authenticateClient(deps.db, clientCredentials(request, form));
+    const client = await authenticateClient(deps.clients, clientCredentials(request, form));
     await revokeToken(deps, client, form.token, { ip: request.ip });
     // RFC 7009 §2.2: 200 even for an invalid token, so the endpoint tells nothing about tokens.
     return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').send({});

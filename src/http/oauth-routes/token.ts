@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
-import { authenticateClient } from '../../oauth/client-auth.js';
+import { identifyClient } from '../../oauth/client-auth.js';
 import { OAuthError, unsupportedGrantType } from '../../oauth/errors.js';
 import { grants } from '../../oauth/grants/index.js';
 import { parseForm } from '../form.js';
@@ -18,7 +18,8 @@ export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
   // RFC 6749 §3.2
   app.post('/oauth/token', async (request, reply) => {
     const form = parseForm(tokenForm, request.body);
-    const client = await authenticateClient(deps.db, clientCredentials(request, form));
+    // The grants refuse a disabled app in the same statement that does their work.
+    const client = await identifyClient(deps.clients, clientCredentials(request, form));
     await consumeOAuthLimits(deps, [['tokenPerClient', client.clientId]]);
     const grant = grants.get(form.grant_type);
     if (!grant) throw unsupportedGrantType(`grant_type ${form.grant_type} is not supported`);

@@ -1,7 +1,7 @@
 import type { Deps } from '../../deps.js';
 import { addSeconds } from '../../lib/clock.js';
 import { insertDeviceRequest } from '../../repositories/device-requests.js';
-import type { Client } from '../client-auth.js';
+import { refuseIfDisabled, type Client } from '../client-auth.js';
 import { endpoints } from '../metadata.js';
 import { grantableScopes } from '../scopes.js';
 import { mintOpaque, TOKEN_PREFIX } from '../tokens.js';
@@ -60,7 +60,11 @@ export async function requestDeviceAuthorization(
       created_at: now,
       expires_at: addSeconds(now, config.deviceCodeTtl),
     });
-    if (!stored) continue;
+    if (!stored) {
+      // Disabled since it was identified, or a user code collision: only the first needs a look.
+      await refuseIfDisabled(deps.clients, client);
+      continue;
+    }
     deps.metrics.deviceCodesIssued.inc({ client_kind: client.kind });
     const e = endpoints(config.issuer);
     const verificationUri = client.kind === 'bot' ? e.activateBot : e.activate;

@@ -8,8 +8,8 @@ import {
   redeemApprovedRequest,
   setDeviceRequestLink,
 } from '../../repositories/device-requests.js';
-import type { Client } from '../client-auth.js';
-import { accessDenied, authorizationPending, expiredToken, invalidGrant, slowDown } from '../errors.js';
+import { DISABLED_APP, refuseIfDisabled, type Client } from '../client-auth.js';
+import { accessDenied, authorizationPending, expiredToken, invalidClient, invalidGrant, slowDown } from '../errors.js';
 import { signIdToken } from '../id-token.js';
 import { issueOpaqueTokens, receivesRefreshTokens } from '../issuance.js';
 import { DEVICE_CODE_GRANT } from '../metadata.js';
@@ -38,7 +38,11 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
   const now = deps.clock.now();
   const poll = await recordDevicePoll(deps.db, hashOpaque(form.device_code), client.clientId, now);
   // Another client's device_code is indistinguishable from an unknown one.
-  if (!poll) throw invalidGrant('unknown device_code');
+  if (!poll) {
+    await refuseIfDisabled(deps.clients, client);
+    throw invalidGrant('unknown device_code');
+  }
+  if (poll.client_disabled) throw invalidClient(DISABLED_APP);
   if (poll.status === 'redeemed') throw invalidGrant('this device_code has already been used');
   if (poll.status === 'denied') throw accessDenied(DENIAL_TEXT[poll.denied_reason ?? 'user_denied']);
   if (poll.expired) throw expiredToken('the device_code has expired; request a new code');

@@ -2,9 +2,9 @@ import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { addSeconds } from '../../lib/clock.js';
 import { rotateRefreshToken } from '../../repositories/refresh-tokens.js';
-import { revokeChains } from '../chains.js';
-import type { Client } from '../client-auth.js';
-import { invalidGrant, invalidScope } from '../errors.js';
+import { revokeAndCountChains } from '../chains.js';
+import { DISABLED_APP, refuseIfDisabled, type Client } from '../client-auth.js';
+import { invalidClient, invalidGrant, invalidScope } from '../errors.js';
 import { signIdToken } from '../id-token.js';
 import { REFRESH_TOKEN_GRANT } from '../metadata.js';
 import { narrowedScopes, parseScope } from '../scopes.js';
@@ -37,7 +37,10 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
   const scope = parseScope(form.scope);
   const requested = scope && scope.length > 0 ? scope : null;
   // Not a token we issue: spare the database.
-  if (!form.refresh_token.startsWith(TOKEN_PREFIX.refreshToken) || form.refresh_token.length > 256) throw invalidGrant(UNKNOWN);
+  if (!form.refresh_token.startsWith(TOKEN_PREFIX.refreshToken) || form.refresh_token.length > 256) {
+    await refuseIfDisabled(deps.clients, client);
+    throw invalidGrant(UNKNOWN);
+  }
 
   const now = deps.clock.now();
   const refresh = mintOpaque(TOKEN_PREFIX.refreshToken);
@@ -55,7 +58,11 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
   });
 
   // Another client's token looks unknown and is left alone: the caller proved nothing about it.
-  if (!outcome || outcome.client_id !== client.clientId) throw invalidGrant(UNKNOWN);
+  if (!outcome || outcome.client_id !== client.clientId) {
+    await refuseIfDisabled(deps.clients, client);
+    throw invalidGrant(UNKNOWN);
+  }
+  if (outcome.client_disabled) throw invalidClient(DISABLED_APP);
   if (!outcome.rotated) {
     if (!outcome.live) throw invalidGrant(UNKNOWN);
     if (outcome.replaced) return revokeReusedChain(deps, outcome, context);
@@ -91,9 +98,6 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
 
 /** Committed before invalid_grant goes out: a throw inside a transaction would roll it back. */
 async function revokeReusedChain(deps: Deps, outcome: { link_id: string }, context: GrantContext): Promise<never> {
-  const revoked = await deps.db.transaction().execute((trx) =>
-    revokeChains(trx, { linkId: outcome.link_id }, 'reuse_detected', { now: deps.clock.now(), ip: context.ip }),
-  );
-  deps.metrics.chainRevocations.inc({ reason: 'reuse_detected' }, revoked.length);
+  await revokeAndCountChains(deps, { linkId: outcome.link_id }, 'reuse_detected', context.ip);
   throw invalidGrant('the refresh token was already used; the sign-in has been revoked for safety');
 }

@@ -1,0 +1,129 @@
+import type { ClientKind } from '../db/schema.js';
+import type { Deps } from '../deps.js';
+import { revokeAndCountChains } from '../oauth/chains.js';
+import { findClient } from '../repositories/clients.js';
+import { findLinkOfUser, listAppsWithLiveLinks, listLiveLinksOfUser } from '../repositories/device-links.js';
+
+/** A time as the pages show it: ISO 8601 for <time datetime>, and words for people. */
+export interface ShownTime {
+  iso: string;
+  text: string;
+}
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+const twoDigits = (n: number) => String(n).padStart(2, '0');
+
+/** "21 Nov 2026, 21:04 UTC", the same whatever the server's locale or time zone. */
+export function showTime(date: Date): ShownTime {
+  const day = `${date.getUTCDate()} ${MONTHS[date.getUTCMonth()]} ${date.getUTCFullYear()}`;
+  return { iso: date.toISOString(), text: `${day}, ${twoDigits(date.getUTCHours())}:${twoDigits(date.getUTCMinutes())} UTC` };
+}
+
+const KIND_LABELS: Record<ClientKind, string> = { tv: 'TV or device app', bot: 'Bot', web: 'Web app' };
+
+/** A link of a TV / device app or a bot is a device; a web app's link is not, though it is a connected app. */
+const DEVICE_KINDS: readonly ClientKind[] = ['tv', 'bot'];
+
+export interface DeviceView {
+  linkId: string;
+  appName: string;
+  appKind: string;
+  /** What the device said about itself, never checked: shown marked Unverified. */
+  platformName: string | null;
+  platformDescription: string | null;
+  signedInAt: ShownTime;
+  lastUsedAt: ShownTime;
+  /** Completes the accessible name of the row's Sign out button. */
+  label: string;
+}
+
+export interface ConnectedAppView {
+  clientId: string;
+  appName: string;
+  appKind: string;
+  /** How many of its links the Devices page lists; null for a web app, whose links are not devices. */
+  devices: number | null;
+  lastUsedAt: ShownTime;
+}
+
+export interface DevicesPage {
+  devices: DeviceView[];
+  notice: string | null;
+}
+
+export interface ConnectedAppsPage {
+  apps: ConnectedAppView[];
+  notice: string | null;
+}
+
+/** Every live chain of the user's TV / device apps and bots, most recently used first. */
+export async function listDevices(deps: Deps, userId: string): Promise<DeviceView[]> {
+  const rows = await listLiveLinksOfUser(deps.db, userId, DEVICE_KINDS, deps.clock.now());
+  return rows.map((row) => ({
+    linkId: row.link_id,
+    appName: row.client_name,
+    appKind: KIND_LABELS[row.client_kind],
+    platformName: row.platform_name,
+    platformDescription: row.platform_description,
+    signedInAt: showTime(row.created_at),
+    lastUsedAt: showTime(row.last_used_at),
+    label: row.platform_name === null ? row.client_name : `${row.client_name} (${row.platform_name})`,
+  }));
+}
+
+/** Every app, of any kind, with at least one live link of the user. */
+export async function listConnectedApps(deps: Deps, userId: string): Promise<ConnectedAppView[]> {
+  const rows = await listAppsWithLiveLinks(deps.db, userId, deps.clock.now());
+  return rows.map((row) => ({
+    clientId: row.client_id,
+    appName: row.client_name,
+    appKind: KIND_LABELS[row.client_kind],
+    devices: DEVICE_KINDS.includes(row.client_kind) ? row.live_links : null,
+    lastUsedAt: showTime(row.last_used_at),
+  }));
+}
+
+/**
+ * The Devices page. `signedOut` comes from the address after a sign-out: the notice names the app
+ * only if that link is the user's and was signed out by them, so a crafted link cannot make the
+ * page claim anything untrue.
+ */
+export async function devicesPage(deps: Deps, userId: string, shown: { signedOut?: string | undefined }): Promise<DevicesPage> {
+  const [devices, link] = await Promise.all([
+    listDevices(deps, userId),
+    shown.signedOut === undefined ? undefined : findLinkOfUser(deps.db, userId, shown.signedOut),
+  ]);
+  const notice = link?.revoked_reason === 'signed_out_by_user' ? `Signed out ${link.client_name}.` : null;
+  return { devices, notice };
+}
+
+/** The Connected apps page. `removed` comes from the address; the notice is shown only while it is true. */
+export async function connectedAppsPage(deps: Deps, userId: string, shown: { removed?: string | undefined }): Promise<ConnectedAppsPage> {
+  const removed = shown.removed;
+  const [apps, client] = await Promise.all([
+    listConnectedApps(deps, userId),
+    removed === undefined ? undefined : findClient(deps.db, removed),
+  ]);
+  const stillConnected = apps.some((app) => app.clientId === removed);
+  const notice = client && !stillConnected ? `${client.name} no longer has access to your account.` : null;
+  return { apps, notice };
+}
+
+export type SignOutOutcome = 'signed_out' | 'not_found';
+
+/**
+ * Signs one device out: its chain is revoked, so its refresh token and access tokens stop on
+ * their next use. Only a live link of this user: another user's link id changes nothing.
+ */
+export async function signOutDevice(deps: Deps, userId: string, linkId: string, ip: string): Promise<SignOutOutcome> {
+  const revoked = await revokeAndCountChains(deps, { userId, linkId }, 'signed_out_by_user', ip);
+  return revoked.length > 0 ? 'signed_out' : 'not_found';
+}
+
+export type RemoveAccessOutcome = 'removed' | 'not_found';
+
+/** Revokes every chain of one app for this user (devices and web alike); other users keep theirs. */
+export async function removeAppAccess(deps: Deps, userId: string, clientId: string, ip: string): Promise<RemoveAccessOutcome> {
+  const revoked = await revokeAndCountChains(deps, { userId, clientId }, 'access_removed', ip);
+  return revoked.length > 0 ? 'removed' : 'not_found';
+}

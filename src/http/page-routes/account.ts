@@ -1,0 +1,73 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { Deps } from '../../deps.js';
+import {
+  connectedAppsPage,
+  devicesPage,
+  removeAppAccess,
+  signOutDevice,
+  type ConnectedAppsPage,
+  type DevicesPage,
+} from '../../accounts/devices.js';
+import { parsePageForm } from '../form.js';
+import { renderPage } from './render.js';
+import { signInUrl } from './sign-in.js';
+
+const DEVICES_PATH = '/account/devices';
+const APPS_PATH = '/account/apps';
+
+/** RFC 6749 Appendix A.1: a client_id is printable ASCII. Anything else (a NUL byte) never reaches SQL. */
+const clientId = z.string().regex(/^[\x20-\x7e]{1,255}$/, 'not a client_id');
+
+// A notice parameter that is not well formed is ignored: it only ever adds a line of text.
+const devicesQuery = z.object({ signed_out: z.uuid().optional().catch(undefined) });
+const appsQuery = z.object({ removed: clientId.optional().catch(undefined) });
+const signOutForm = z.object({ link_id: z.uuid() });
+const removeForm = z.object({ client_id: clientId });
+
+const NOT_FOUND = {
+  device: 'That device is not signed in to your account, so nothing was signed out. It may have been signed out already.',
+  app: 'That app has no access to your account, so nothing was removed. Its access may have been removed already.',
+};
+
+function renderDevices(request: FastifyRequest, reply: FastifyReply, page: DevicesPage, message: string | null = null, status = 200) {
+  return renderPage(request, reply, 'account/devices.eta', { title: 'Devices', ...page, message }, status);
+}
+
+function renderApps(request: FastifyRequest, reply: FastifyReply, page: ConnectedAppsPage, message: string | null = null, status = 200) {
+  return renderPage(request, reply, 'account/apps.eta', { title: 'Connected apps', ...page, message }, status);
+}
+
+export function accountRoutes(app: FastifyInstance, deps: Deps): void {
+  app.get(DEVICES_PATH, async (request, reply) => {
+    const user = request.session?.user;
+    if (!user) return reply.redirect(signInUrl(DEVICES_PATH), 303);
+    const query = parsePageForm(devicesQuery, request.query);
+    return renderDevices(request, reply, await devicesPage(deps, user.userId, { signedOut: query.signed_out }));
+  });
+
+  app.post(`${DEVICES_PATH}/sign-out`, async (request, reply) => {
+    const user = request.session?.user;
+    if (!user) return reply.redirect(signInUrl(DEVICES_PATH), 303);
+    const form = parsePageForm(signOutForm, request.body);
+    const outcome = await signOutDevice(deps, user.userId, form.link_id, request.ip);
+    if (outcome === 'signed_out') return reply.redirect(`${DEVICES_PATH}?signed_out=${form.link_id}`, 303);
+    return renderDevices(request, reply, await devicesPage(deps, user.userId, {}), NOT_FOUND.device, 404);
+  });
+
+  app.get(APPS_PATH, async (request, reply) => {
+    const user = request.session?.user;
+    if (!user) return reply.redirect(signInUrl(APPS_PATH), 303);
+    const query = parsePageForm(appsQuery, request.query);
+    return renderApps(request, reply, await connectedAppsPage(deps, user.userId, { removed: query.removed }));
+  });
+
+  app.post(`${APPS_PATH}/remove`, async (request, reply) => {
+    const user = request.session?.user;
+    if (!user) return reply.redirect(signInUrl(APPS_PATH), 303);
+    const form = parsePageForm(removeForm, request.body);
+    const outcome = await removeAppAccess(deps, user.userId, form.client_id, request.ip);
+    if (outcome === 'removed') return reply.redirect(`${APPS_PATH}?removed=${encodeURIComponent(form.client_id)}`, 303);
+    return renderApps(request, reply, await connectedAppsPage(deps, user.userId, {}), NOT_FOUND.app, 404);
+  });
+}
