@@ -1,7 +1,7 @@
 import type { Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { DeviceAuthorizationResponse } from '../../src/oauth/device/authorization.js';
-import { basicAuth, seedClient, seedUser } from '../helpers/app.js';
+import { basicAuth, seedUser } from '../helpers/app.js';
 import {
   devicePoll,
   expectHeading,
@@ -13,24 +13,14 @@ import {
   phraseLabels,
   pickPhraseAndPress,
   screenshot,
+  seedTvAndBot,
   signInHere,
-  startE2e,
   submitCode,
-  type E2e,
+  useE2e,
 } from '../helpers/chromium.js';
 import { startDeviceFlow } from '../helpers/device.js';
 
-let e2e: E2e;
-let tv: { clientId: string };
-let bot: { clientId: string; clientSecret: string | null };
-
-beforeAll(async () => {
-  e2e = await startE2e();
-  tv = await seedClient(e2e.t, { kind: 'tv', name: 'Living Room TV' });
-  bot = await seedClient(e2e.t, { kind: 'bot', type: 'confidential', name: 'Helper Bot' });
-});
-afterEach(() => e2e?.closePages());
-afterAll(() => e2e?.close());
+const suite = useE2e(seedTvAndBot);
 
 const PLATFORM = {
   platform_name: 'Kitchen TV',
@@ -38,17 +28,17 @@ const PLATFORM = {
   platform_icon: ICON_URL,
 };
 
-const startTv = (extra: Record<string, string> = {}) => startDeviceFlow(e2e.t, tv.clientId, extra);
-const startBot = () => startDeviceFlow(e2e.t, bot.clientId, {}, { authorization: basicAuth(bot.clientId, bot.clientSecret!) });
+const startTv = (extra: Record<string, string> = {}) => startDeviceFlow(suite.e2e.t, suite.tv.clientId, extra);
+const startBot = () => startDeviceFlow(suite.e2e.t, suite.bot.clientId, {}, { authorization: basicAuth(suite.bot.clientId, suite.bot.clientSecret!) });
 const botPoll = (started: DeviceAuthorizationResponse) =>
-  devicePoll(e2e, undefined, started, { authorization: basicAuth(bot.clientId, bot.clientSecret!) });
+  devicePoll(suite.e2e, undefined, started, { authorization: basicAuth(suite.bot.clientId, suite.bot.clientSecret!) });
 
 /** A fresh browser of a new user, at the code step of `path` after signing in; screenshots prefixed `name`. */
 async function signedInAtCodeStep(name: string, path = '/activate') {
-  const opened = await openPage(e2e);
+  const opened = await openPage(suite.e2e);
   const { page } = opened;
-  const user = await seedUser(e2e.t);
-  await page.goto(`${e2e.origin}${path}`);
+  const user = await seedUser(suite.e2e.t);
+  await page.goto(`${suite.e2e.origin}${path}`);
   expect(pagePath(page)).toBe(`/signin?return_to=${encodeURIComponent(path)}`);
   await screenshot(page, `${name}-1-signin`);
   await signInHere(page, user);
@@ -98,10 +88,10 @@ describe('a person at the device page', () => {
     await pickPhraseAndPress(page, started.confirmation_phrase, 'Approve');
     await expectVisible(page.getByRole('status').getByText('Device connected. You can return to your device.'));
     await screenshot(page, 'approve-4-connected');
-    await expectTokens(await devicePoll(e2e, tv.clientId, started));
+    await expectTokens(await devicePoll(suite.e2e, suite.tv.clientId, started));
 
     // Pages load nothing from other hosts but the platform icon, and send it no referrer.
-    const foreign = requests.filter((request) => new URL(request.url()).origin !== e2e.origin);
+    const foreign = requests.filter((request) => new URL(request.url()).origin !== suite.e2e.origin);
     expect(foreign.map((request) => request.url())).toEqual([ICON_URL]);
     expect(await foreign[0]!.headerValue('referer')).toBeNull();
     expect(requests.length).toBeGreaterThan(foreign.length);
@@ -115,7 +105,7 @@ describe('a person at the device page', () => {
     await pickPhraseAndPress(page, decoy, 'Approve');
     await expectVisible(page.getByRole('status').getByText('That phrase does not match the one on your device.'));
     await screenshot(page, 'wrong-phrase-4-cancelled');
-    const answer = await devicePoll(e2e, tv.clientId, started);
+    const answer = await devicePoll(suite.e2e, suite.tv.clientId, started);
     expect(answer.json()).toMatchObject({ error: 'access_denied' });
   });
 
@@ -126,25 +116,25 @@ describe('a person at the device page', () => {
     await page.getByRole('button', { name: 'Deny', exact: true }).click();
     await expectVisible(page.getByRole('status').getByText('Request denied.'));
     await screenshot(page, 'deny-4-denied');
-    const answer = await devicePoll(e2e, tv.clientId, started);
+    const answer = await devicePoll(suite.e2e, suite.tv.clientId, started);
     expect(answer.json()).toMatchObject({ error: 'access_denied' });
   });
 
   it('opens verification_uri_complete: after signing in the code is already filled in', async () => {
     const started = await startTv();
-    expect(started.verification_uri_complete.startsWith(`${e2e.origin}/activate?`)).toBe(true);
-    const { page } = await openPage(e2e);
+    expect(started.verification_uri_complete.startsWith(`${suite.e2e.origin}/activate?`)).toBe(true);
+    const { page } = await openPage(suite.e2e);
     await page.goto(started.verification_uri_complete);
     await expectHeading(page, 'Sign in');
     await screenshot(page, 'prefilled-1-signin');
-    await signInHere(page, await seedUser(e2e.t));
+    await signInHere(page, await seedUser(suite.e2e.t));
     expect(pagePath(page)).toBe(`/activate?user_code=${started.user_code}`);
     expect(await page.getByLabel('Code').inputValue()).toBe(started.user_code);
     await screenshot(page, 'prefilled-2-code');
     await page.getByRole('button', { name: 'Continue' }).click();
     await pickPhraseAndPress(page, started.confirmation_phrase, 'Approve');
     await expectVisible(page.getByRole('status').getByText('Device connected.'));
-    await expectTokens(await devicePoll(e2e, tv.clientId, started));
+    await expectTokens(await devicePoll(suite.e2e, suite.tv.clientId, started));
   });
 });
 

@@ -1,5 +1,5 @@
 import type { Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { seedClient, seedUser } from '../helpers/app.js';
 import {
   devicePoll,
@@ -12,22 +12,13 @@ import {
   screenshot,
   scrollWidth,
   signInHere,
-  startE2e,
   submitCode,
-  type E2e,
+  useE2e,
 } from '../helpers/chromium.js';
 import { startDeviceFlow } from '../helpers/device.js';
 
-let e2e: E2e;
-let tv: { clientId: string };
-
-beforeAll(async () => {
-  e2e = await startE2e();
-  // An app name in one long word: nothing may push the page wider than the phone.
-  tv = await seedClient(e2e.t, { kind: 'tv', name: 'TheLivingRoomTelevisionOnTheSecondFloorNextToTheWindow' });
-});
-afterEach(() => e2e?.closePages());
-afterAll(() => e2e?.close());
+// An app name in one long word: nothing may push the page wider than the phone.
+const suite = useE2e(async (t) => ({ tv: await seedClient(t, { kind: 'tv', name: 'TheLivingRoomTelevisionOnTheSecondFloorNextToTheWindow' }) }));
 
 /** Platform fields at their longest, without spaces: the worst case for a narrow screen. */
 const LONG_PLATFORM = {
@@ -45,11 +36,11 @@ describe('on a 360 px wide phone', () => {
   }
 
   it('signs in, enters the code, picks the phrase and approves without ever scrolling sideways', async () => {
-    const { page } = await openPage(e2e, PHONE);
-    const started = await startDeviceFlow(e2e.t, tv.clientId, LONG_PLATFORM);
-    await page.goto(`${e2e.origin}/activate`);
+    const { page } = await openPage(suite.e2e, PHONE);
+    const started = await startDeviceFlow(suite.e2e.t, suite.tv.clientId, LONG_PLATFORM);
+    await page.goto(`${suite.e2e.origin}/activate`);
     await expectNoSideways(page, '1-signin');
-    await signInHere(page, await seedUser(e2e.t));
+    await signInHere(page, await seedUser(suite.e2e.t));
     await expectNoSideways(page, '2-code');
     await submitCode(page, 'BCDF-GHJK');
     await expectVisible(page.getByRole('alert'));
@@ -61,7 +52,7 @@ describe('on a 360 px wide phone', () => {
     await pickPhraseAndPress(page, started.confirmation_phrase, 'Approve');
     await expectVisible(page.getByRole('status'));
     await expectNoSideways(page, '4-connected');
-    await expectTokens(await devicePoll(e2e, tv.clientId, started));
+    await expectTokens(await devicePoll(suite.e2e, suite.tv.clientId, started));
   });
 });
 
@@ -96,10 +87,10 @@ describe('by keyboard alone', () => {
   }
 
   it('signs in, enters the code, picks the phrase and approves with Tab, typing, Space and Enter, focus always visible', async () => {
-    const { page } = await openPage(e2e);
-    const started = await startDeviceFlow(e2e.t, tv.clientId);
-    const user = await seedUser(e2e.t);
-    await page.goto(`${e2e.origin}/activate`);
+    const { page } = await openPage(suite.e2e);
+    const started = await startDeviceFlow(suite.e2e.t, suite.tv.clientId);
+    const user = await seedUser(suite.e2e.t);
+    await page.goto(`${suite.e2e.origin}/activate`);
     await expectHeading(page, 'Sign in');
 
     // The email field has the focus from the start.
@@ -131,6 +122,6 @@ describe('by keyboard alone', () => {
     await page.keyboard.press('Enter');
     await expectVisible(page.getByRole('status').getByText('Device connected.'));
     await screenshot(page, 'keyboard-4-connected');
-    await expectTokens(await devicePoll(e2e, tv.clientId, started));
+    await expectTokens(await devicePoll(suite.e2e, suite.tv.clientId, started));
   });
 });

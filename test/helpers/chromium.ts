@@ -2,9 +2,9 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContextOptions, type Locator, type Page, type Request } from 'playwright-core';
-import { expect } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import type { DeviceAuthorizationResponse } from '../../src/oauth/device/authorization.js';
-import { startTestApp, type TestApp } from './app.js';
+import { seedClient, startTestApp, type TestApp } from './app.js';
 import { poll } from './device.js';
 import { freePort } from './server-process.js';
 
@@ -67,6 +67,31 @@ export async function startE2e(): Promise<E2e> {
       await browser.close();
       await t.close();
     },
+  };
+}
+
+export type Suite<S> = { e2e: E2e } & S;
+
+/**
+ * Registers a test file's hooks: one app (seeded once) and one browser for all its tests, each
+ * test's pages closed after it. The returned object is filled in before the first test runs.
+ */
+export function useE2e<S extends object>(seed: (t: TestApp) => Promise<S>): Suite<S> {
+  const suite = {} as Suite<S>;
+  beforeAll(async () => {
+    suite.e2e = await startE2e();
+    Object.assign(suite, await seed(suite.e2e.t));
+  });
+  afterEach(() => suite.e2e?.closePages());
+  afterAll(() => suite.e2e?.close());
+  return suite;
+}
+
+/** A public TV app and a confidential bot. */
+export async function seedTvAndBot(t: TestApp) {
+  return {
+    tv: await seedClient(t, { kind: 'tv', name: 'Living Room TV' }),
+    bot: await seedClient(t, { kind: 'bot', type: 'confidential', name: 'Helper Bot' }),
   };
 }
 
