@@ -48,6 +48,9 @@ const RAISED_LIMITS = {
   RATE_LIMIT_TOKEN_PER_CLIENT: '100000000/60',
 };
 
+/** A request unanswered for this long counts as failed (and its connection is replaced). */
+const REQUEST_TIMEOUT_MS = 30_000;
+
 // ---------------------------------------------------------------------------------------------
 // Cleanup: children stopped (SIGTERM, then SIGKILL), then the database dropped and the temporary
 // folders removed, on success, failure, a signal or the hard deadline alike.
@@ -219,7 +222,7 @@ async function runPlan(target: Target, options: Options, profile: Profile, plans
       warmupMs: profile.warmupMs,
       durationMs: profile.durationMs,
       maxRequests: profile.maxRequests,
-      timeoutMs: 10_000,
+      timeoutMs: REQUEST_TIMEOUT_MS,
       rows: { offset: 0, count: 0, stride: 1 },
       chains: 0,
       refreshChains: [],
@@ -296,7 +299,10 @@ function plansFor(rows: number, from: number, options: Options, profile: Profile
       { id: `code${suffix}`, scenario: 'code (device authorization)', kind: 'code', rows, spec: {} },
     );
   }
-  return plans;
+  if (!options.only) return plans;
+  const order = (plan: Plan) => options.only!.indexOf(plan.id.slice(0, plan.id.length - suffix.length));
+  const ceilings = plans.filter((plan) => plan.kind === 'form' || plan.kind === 'update');
+  return [...ceilings, ...plans.filter((plan) => order(plan) >= 0).sort((a, b) => order(a) - order(b))];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -350,14 +356,14 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
   });
   const url = withDatabase(options.adminUrl, name);
   log(`database ${name}`);
-  const handle: DatabaseHandle = await connectDatabase({ databaseUrl: url, dataDir: 'unused', poolSize: 1 });
+  const handle: DatabaseHandle = await connectDatabase({ databaseUrl: url, dataDir: 'unused', poolSize: 2 });
   cleanups.push(() => handle.close());
   const execute = (statement: string) => sql.raw(statement).execute(handle.db).then(() => undefined);
   const version = (await sql<{ server_version: string }>`SHOW server_version`.execute(handle.db)).rows[0]?.server_version ?? 'unknown';
 
   await migrateToLatest(handle.db);
   const base = { pending: profile.rows, chains: profile.rows };
-  await seed(execute, { pending: 0, chains: 0 }, base, options.connections, (line) => log(`seed: ${line}`));
+  await seed(execute, { pending: 0, chains: 0 }, base, options.connections, (line) => log(`seed: ${line}`), 2);
 
   const [server, ceilings] = await Promise.all([
     startServer({ url }, options.poolSize),
@@ -391,7 +397,7 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
       warmupMs: profile.warmupMs,
       durationMs: profile.soakMs,
       maxRequests: 10_000_000,
-      timeoutMs: 10_000,
+      timeoutMs: REQUEST_TIMEOUT_MS,
       rows: { offset: 0, count: poolSize, stride: 1 },
       chains: 0,
       refreshChains: [],
@@ -430,7 +436,7 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
   if (options.scale) {
     log(`seeding up to ${profile.scaleRows.toLocaleString('en')} live device requests and chains`);
     const seeded = performance.now();
-    await seed(execute, base, { pending: profile.scaleRows, chains: profile.scaleRows }, options.connections, (line) => log(`seed: ${line}`));
+    await seed(execute, base, { pending: profile.scaleRows, chains: profile.scaleRows }, options.connections, (line) => log(`seed: ${line}`), 2);
     log(`  seeded in ${((performance.now() - seeded) / 1000).toFixed(0)} s`);
     const scale = await runPlan(target, options, profile, plansFor(profile.scaleRows, profile.rows, options, profile, '@scale', false));
     records.push(...withRatios(scale));
@@ -539,26 +545,34 @@ const EXPECTED: Record<LoadKind, string[]> = {
   userinfo: ['200'],
 };
 
-/** The benchmark measured what it meant to: answers as expected (0.1% slack for transport hiccups), no chain lost. */
+/**
+ * The benchmark measured what it meant to: the server's answers are the expected ones (0.1% slack),
+ * transport failures (timeouts under an overloaded machine) stay rare, and no refresh worker ever
+ * got invalid_grant: each chain has one holder, so that would be a bug.
+ */
 function checksOf(records: ScenarioRecord[]): Verdict[] {
   const verdicts: Verdict[] = [];
   for (const r of records) {
-    const total = Object.values(r.result.mixAll).reduce((a, b) => a + b, 0);
-    const unexpected = Object.entries(r.result.mixAll)
-      .filter(([key]) => !EXPECTED[r.kind].includes(key))
-      .reduce((sum, [, n]) => sum + n, 0);
+    const entries = Object.entries(r.result.mixAll);
+    const total = entries.reduce((sum, [, n]) => sum + n, 0);
+    const failed = entries.filter(([key]) => key.startsWith('failed')).reduce((sum, [, n]) => sum + n, 0);
+    const unexpected = entries.filter(([key]) => !key.startsWith('failed') && !EXPECTED[r.kind].includes(key)).reduce((sum, [, n]) => sum + n, 0);
     verdicts.push({
       name: `${r.id}: answers are ${EXPECTED[r.kind].join(' or ')}`,
-      value: total === 0 ? 'no answers' : `${unexpected} of ${total} were not`,
+      value: total === 0 ? 'no answers' : `${unexpected} of ${total - failed} were not`,
       goal: '≤ 0.1%',
-      pass: total > 0 && unexpected <= total * 0.001,
+      pass: total > failed && unexpected <= (total - failed) * 0.001,
     });
+    if (failed > 0) {
+      verdicts.push({ name: `${r.id}: transport failures`, value: `${failed} of ${total}`, goal: '≤ 1%', pass: failed <= total * 0.01 });
+    }
     if (r.kind === 'refresh') {
+      const invalid = r.result.mixAll['400 invalid_grant'] ?? 0;
       verdicts.push({
-        name: `${r.id}: every worker kept its chain (invalid_grant would be a bug)`,
-        value: `${r.result.chainsLost} lost, ${r.result.mixAll['400 invalid_grant'] ?? 0} invalid_grant`,
+        name: `${r.id}: no worker got invalid_grant for its own chain`,
+        value: `${invalid} (chains given up: ${r.result.chainsLost})`,
         goal: '0',
-        pass: r.result.chainsLost === 0,
+        pass: invalid === 0,
       });
     }
   }
