@@ -10,6 +10,8 @@ export interface Options {
   poolSize: number;
   json: string;
   baseline: string | null;
+  /** Render this results JSON again (targets and checks recomputed) instead of running. */
+  report: string | null;
   /** Scenario ids to run, in this order (the ceilings always run first); null: all. */
   only: string[] | null;
   /** Any database of the PostgreSQL server: the run creates its own database there and drops it. */
@@ -42,6 +44,7 @@ export const USAGE = `usage: npm run bench -- [options]
   --pool N            DATABASE_POOL_SIZE of the server and the ceilings (default 10)
   --json PATH         where the results go as JSON (default test/bench/results/latest.json)
   --baseline PATH     a previous results JSON to compare with (ratios to the ceilings)
+  --report PATH       print the report of an earlier results JSON again, running nothing
   --only IDS          these scenarios only, in this order, e.g. refresh-openid,refresh (ceilings always run):
                       poll, poll-slow_down, refresh, refresh-openid, introspect, userinfo, code
 environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test)`;
@@ -58,6 +61,7 @@ export function parseOptions(argv: string[]): Options {
     json: 'test/bench/results/latest.json',
     baseline: null,
     only: null,
+    report: null,
     adminUrl: process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test',
   };
   const number = (flag: string, value: string | undefined) => {
@@ -94,6 +98,9 @@ export function parseOptions(argv: string[]): Options {
         break;
       case '--baseline':
         options.baseline = argv[++i] ?? null;
+        break;
+      case '--report':
+        options.report = argv[++i] ?? null;
         break;
       case '--only':
         options.only = (argv[++i] ?? '').split(',').filter(Boolean);

@@ -17,6 +17,8 @@ export interface ScenarioRecord {
   serverCpu: number | null;
   /** CPU of the database backends of this run (PostgreSQL) during the measured window. */
   dbCpu: number | null;
+  /** Resident memory of the process under load at the end of the window (VmRSS) and its peak so far (VmHWM), MiB. */
+  memory: { rssMb: number; peakMb: number } | null;
   vsForm: number | null;
   vsUpdate: number | null;
 }
@@ -74,13 +76,13 @@ const perRequest = (cores: number | null, perSecond: number) => (cores === null 
 
 export function scenarioTable(records: ScenarioRecord[]): string {
   const lines = [
-    '| scenario | rows | req/s | p50 ms | p99 ms | × form | × UPDATE | server CPU | server CPU ms/req | db CPU ms/req | load CPU | responses |',
-    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|',
+    '| scenario | rows | req/s | p50 ms | p99 ms | × form | × UPDATE | server CPU | server CPU ms/req | db CPU ms/req | load CPU | RSS MB | responses |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|',
   ];
   for (const r of records) {
     const rate = r.result.requestsPerSecond;
     lines.push(
-      `| ${r.scenario} | ${int(r.rows)} | ${int(rate)} | ${ms(r.result.p50Ms)} | ${ms(r.result.p99Ms)} | ${ratio(r.vsForm)} | ${ratio(r.vsUpdate)} | ${share(r.serverCpu)} | ${perRequest(r.serverCpu, rate)} | ${perRequest(r.dbCpu, rate)} | ${share(r.result.loadCpu)} | ${formatMix(r.result.mix)} |`,
+      `| ${r.scenario} | ${int(r.rows)} | ${int(rate)} | ${ms(r.result.p50Ms)} | ${ms(r.result.p99Ms)} | ${ratio(r.vsForm)} | ${ratio(r.vsUpdate)} | ${share(r.serverCpu)} | ${perRequest(r.serverCpu, rate)} | ${perRequest(r.dbCpu, rate)} | ${share(r.result.loadCpu)} | ${r.memory ? r.memory.rssMb.toFixed(0) : ''} | ${formatMix(r.result.mix)} |`,
     );
   }
   return lines.join('\n');

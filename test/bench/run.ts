@@ -144,18 +144,20 @@ interface CpuSample {
   at: number;
   process: number | null;
   db: Map<number, number> | null;
+  memory: { rssMb: number; peakMb: number } | null;
 }
 
 async function sampleCpu(target: Target, pid: number): Promise<CpuSample> {
   const at = performance.now();
   const processCpu = cpuSecondsOf(pid);
-  if (!target.dbPids) return { at, process: processCpu, db: null };
+  const memory = memoryOf(pid);
+  if (!target.dbPids) return { at, process: processCpu, db: null, memory };
   const db = new Map<number, number>();
   for (const dbPid of await target.dbPids()) {
     const seconds = cpuSecondsOf(dbPid);
     if (seconds !== null) db.set(dbPid, seconds);
   }
-  return { at, process: processCpu, db };
+  return { at, process: processCpu, db, memory };
 }
 
 function dbCpuBetween(start: CpuSample, end: CpuSample): number | null {
@@ -172,6 +174,8 @@ interface ScenarioRun {
   result: LoadResult;
   serverCpu: number | null;
   dbCpu: number | null;
+  /** The process under load at the end of the measured window. */
+  memory: { rssMb: number; peakMb: number } | null;
   /** performance.now() of the measured window's start, in this process. */
   startedAt: number;
 }
@@ -199,7 +203,7 @@ async function runLoad(target: Target, spec: LoadSpec): Promise<ScenarioRun> {
     const db = dbCpuBetween(first, last);
     dbCpu = db === null ? null : db / wall;
   }
-  return { result, serverCpu, dbCpu, startedAt: first?.at ?? performance.now() };
+  return { result, serverCpu, dbCpu, memory: last?.memory ?? null, startedAt: first?.at ?? performance.now() };
 }
 
 interface Plan {
@@ -244,6 +248,7 @@ async function runPlan(target: Target, options: Options, profile: Profile, plans
       result: r,
       serverCpu: run.serverCpu,
       dbCpu: run.dbCpu,
+      memory: run.memory,
       vsForm: null,
       vsUpdate: null,
     });
@@ -421,6 +426,7 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
       result: run.result,
       serverCpu: run.serverCpu,
       dbCpu: run.dbCpu,
+      memory: run.memory,
       vsForm: null,
       vsUpdate: null,
     };
@@ -510,9 +516,14 @@ function targetsOf(results: Pick<RunResults, 'scenarios' | 'memory' | 'soak'>): 
     if (!small?.vsUpdate || !large?.vsUpdate) continue;
     const kept = large.vsUpdate / small.vsUpdate;
     const raw = large.result.requestsPerSecond / small.result.requestsPerSecond;
+    // Server and database CPU per request, the other drift-resistant view: cost at 20,000 / cost at scale.
+    const cost = (r: ScenarioRecord) =>
+      r.serverCpu === null || r.dbCpu === null ? null : (r.serverCpu + r.dbCpu) / r.result.requestsPerSecond;
+    const costs = [cost(small), cost(large)];
+    const byCpu = costs[0] && costs[1] ? `; by CPU per request ${fixed(costs[0] / costs[1])}` : '';
     verdicts.push({
-      name: `${small.scenario} at ${large.rows.toLocaleString('en')} rows / at ${small.rows.toLocaleString('en')} (each × its UPDATE ceiling)`,
-      value: `${fixed(kept)} (raw req/s ${fixed(raw)})`,
+      name: `${small.scenario} at ${large.rows.toLocaleString('en')} rows / at ${small.rows.toLocaleString('en')} (req/s, each × its UPDATE ceiling)`,
+      value: `${fixed(kept)} (raw req/s ${fixed(raw)}${byCpu})`,
       goal: '≥ 0.9',
       pass: kept >= 0.9,
     });
@@ -606,6 +617,14 @@ function commitOf(): string | null {
 
 async function main(): Promise<number> {
   const options = parseOptions(process.argv.slice(2));
+  if (options.report) {
+    const earlier = JSON.parse(readFileSync(options.report, 'utf8')) as RunResults;
+    earlier.checks = checksOf(earlier.scenarios);
+    earlier.targets = targetsOf(earlier);
+    const baseline = options.baseline ? (JSON.parse(readFileSync(options.baseline, 'utf8')) as RunResults) : null;
+    process.stdout.write(renderMarkdown(earlier, baseline));
+    return 0;
+  }
   const profile = profileOf(options);
   setTimeout(() => {
     log(`hard deadline of ${profile.deadlineMs / 60_000} minutes reached: stopping`);
