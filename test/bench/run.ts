@@ -57,6 +57,8 @@ const REQUEST_TIMEOUT_MS = 30_000;
 
 const cleanups: Array<() => Promise<void>> = [];
 let cleaning: Promise<void> | null = null;
+/** Set by a signal or the deadline: what fails after it is the stopping itself, not news. */
+let stoppingWith: number | null = null;
 
 function cleanup(): Promise<void> {
   cleaning ??= (async () => {
@@ -76,6 +78,7 @@ process.on('exit', killAllChildrenNow);
 for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
   process.on(signal, () => {
     log(`${signal}: stopping`);
+    stoppingWith = code;
     void cleanup().finally(() => process.exit(code));
   });
 }
@@ -628,6 +631,7 @@ async function main(): Promise<number> {
   const profile = profileOf(options);
   setTimeout(() => {
     log(`hard deadline of ${profile.deadlineMs / 60_000} minutes reached: stopping`);
+    stoppingWith = 1;
     void cleanup().finally(() => process.exit(1));
   }, profile.deadlineMs).unref();
   if (!existsSync(SERVER)) throw new Error('dist/src/server.js is missing: `npm run bench` builds first; or run `npm run build`');
@@ -698,8 +702,8 @@ main()
   .then(
     (code) => cleanup().then(() => code),
     (error: unknown) => {
-      log(`failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      if (stoppingWith === null) log(`failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
       return cleanup().then(() => 1);
     },
   )
-  .then((code) => process.exit(code));
+  .then((code) => process.exit(stoppingWith ?? code));
