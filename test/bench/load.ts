@@ -1,0 +1,243 @@
+/**
+ * The load generator: one process (pinned by run.ts to the core the server does not have),
+ * `node --import tsx test/bench/load.ts '<LoadSpec as JSON>'`. Keeps `connections` keep-alive
+ * connections busy, one request at a time each, first for the warm-up and then for the measured
+ * window; prints one LoadResult as JSON on stdout. Marks the measured window on stderr
+ * (`@@mark start` / `@@mark end`) so that run.ts can read the server's CPU time at both ends.
+ */
+import { randomInt } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { basicAuthorization, benchToken, CEILING_ROWS, RS_CLIENT_ID, RS_CLIENT_SECRET, TV_CLIENT_ID } from './fixtures.js';
+import { KeepAliveConnection, rawRequest, type HttpResponse } from './http-client.js';
+import type { LoadResult, LoadSpec, MinuteStats } from './scenarios.js';
+
+const DEVICE_GRANT = encodeURIComponent('urn:ietf:params:oauth:grant-type:device_code');
+const ERROR_CODE = /"error":"([a-z_]+)"/;
+const REFRESH_TOKEN = /"refresh_token":"([^"]+)"/;
+
+/** A request to send, and what to do with its answer. */
+interface Job {
+  raw: string;
+  /** Called with the response, or null when the request failed in transport. */
+  settle?(response: HttpResponse | null, receivedAt: number): void;
+}
+
+/** Hands out the next request for connection `w`; null when there is nothing more to send. */
+type Source = (w: number, stopAt: number) => Job | null | Promise<Job | null>;
+
+function classify(spec: LoadSpec, response: HttpResponse): string {
+  const error = response.status >= 400 ? ERROR_CODE.exec(response.body)?.[1] : undefined;
+  if (error) return `${response.status} ${error}`;
+  if (spec.kind === 'introspect' && response.status === 200) {
+    return response.body.startsWith('{"active":true') ? '200 active' : '200 inactive';
+  }
+  return String(response.status);
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, ms)));
+
+function sourceFor(spec: LoadSpec, counters: { waitsForDueCode: number; chainsLost: number }): Source {
+  const host = `${spec.host}:${spec.port}`;
+  const tokenRequest = (body: string, headers: Record<string, string> = {}) => rawRequest('POST', '/oauth/token', host, headers, body);
+  switch (spec.kind) {
+    case 'form':
+      return () => ({ raw: rawRequest('POST', '/ceiling/form', host, {}, `id=${randomInt(1, CEILING_ROWS + 1)}&name=bench`) });
+    case 'update':
+      return () => ({ raw: rawRequest('POST', '/ceiling/update', host, {}, `id=${randomInt(1, CEILING_ROWS + 1)}`) });
+    case 'code': {
+      const raw = rawRequest(
+        'POST',
+        '/oauth/device/code',
+        host,
+        {},
+        `client_id=${TV_CLIENT_ID}&scope=openid%20profile%20email%20offline_access&platform_name=Bench%20TV`,
+      );
+      return () => ({ raw });
+    }
+    case 'poll': {
+      // Every code waits intervalMs after its answer, as a well-behaved client sleeps `interval`
+      // between polls. All codes share the interval, so a FIFO stays ordered by due time.
+      const pollOf = (row: number) =>
+        tokenRequest(`grant_type=${DEVICE_GRANT}&client_id=${TV_CLIENT_ID}&device_code=${benchToken('deviceCode', row)}`);
+      const due: Array<{ raw: string; dueAt: number }> = [];
+      for (let k = 0; k < spec.rows.count; k++) due.push({ raw: pollOf(spec.rows.offset + k * spec.rows.stride), dueAt: 0 });
+      let head = 0;
+      const take = async (_w: number, stopAt: number): Promise<Job | null> => {
+        for (;;) {
+          const now = performance.now();
+          if (now >= stopAt) return null;
+          const next = due[head];
+          if (next && next.dueAt <= now) {
+            head++;
+            if (head > 4096 && head * 2 > due.length) {
+              due.splice(0, head);
+              head = 0;
+            }
+            return {
+              raw: next.raw,
+              settle: (_response, receivedAt) => due.push({ raw: next.raw, dueAt: receivedAt + spec.intervalMs }),
+            };
+          }
+          counters.waitsForDueCode++;
+          await sleep(Math.min(next ? next.dueAt - now : 5, stopAt - now));
+        }
+      };
+      return take;
+    }
+    case 'poll-fast': {
+      const raws = Array.from({ length: spec.connections }, (_, w) =>
+        tokenRequest(`grant_type=${DEVICE_GRANT}&client_id=${TV_CLIENT_ID}&device_code=${benchToken('fastDeviceCode', spec.rows.offset + w)}`),
+      );
+      return (w) => ({ raw: raws[w]! });
+    }
+    case 'refresh': {
+      const spares = spec.refreshChains.slice(spec.connections);
+      const held: Array<string | null> = spec.refreshChains.slice(0, spec.connections).map((chain) => benchToken('refreshToken', chain));
+      return (w) => {
+        const token = held[w];
+        if (!token) return null;
+        return {
+          raw: tokenRequest(`grant_type=refresh_token&client_id=${TV_CLIENT_ID}&refresh_token=${token}`),
+          settle: (response) => {
+            const next = response?.status === 200 ? REFRESH_TOKEN.exec(response.body)?.[1] : undefined;
+            if (next) {
+              held[w] = next;
+              return;
+            }
+            // invalid_grant here is a bug (each chain has one holder), and after a transport
+            // failure the chain's state is unknown: either way, continue on a fresh chain.
+            counters.chainsLost++;
+            const spare = spares.shift();
+            held[w] = spare === undefined ? null : benchToken('refreshToken', spare);
+          },
+        };
+      };
+    }
+    case 'introspect': {
+      const authorization = basicAuthorization(RS_CLIENT_ID, RS_CLIENT_SECRET);
+      return () => ({
+        raw: rawRequest('POST', '/oauth/introspect', host, { authorization }, `token=${benchToken('accessToken', randomInt(spec.chains))}`),
+      });
+    }
+    case 'userinfo':
+      // Odd chains carry openid.
+      return () => ({
+        raw: rawRequest('GET', '/oauth/userinfo', host, {
+          authorization: `Bearer ${benchToken('accessToken', 2 * randomInt(Math.floor(spec.chains / 2)) + 1)}`,
+        }),
+      });
+  }
+}
+
+function percentile(sorted: Uint32Array, p: number): number {
+  if (sorted.length === 0) return 0;
+  const index = Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1);
+  return sorted[Math.max(0, index)]! / 1000;
+}
+
+async function run(spec: LoadSpec): Promise<LoadResult> {
+  const counters = { waitsForDueCode: 0, chainsLost: 0 };
+  const source = sourceFor(spec, counters);
+  const latencies = new Uint32Array(spec.maxRequests);
+  const completedAt = spec.timeline ? new Uint32Array(spec.maxRequests) : null;
+  const mix = new Map<string, number>();
+  const mixAll = new Map<string, number>();
+  const count = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1);
+
+  const begin = performance.now();
+  const measureFrom = begin + spec.warmupMs;
+  let stopAt = measureFrom + spec.durationMs;
+  let measured = 0;
+  let measureEnd = stopAt;
+  let cpuAtStart: NodeJS.CpuUsage | null = null;
+  const startTimer = setTimeout(() => {
+    cpuAtStart = process.cpuUsage();
+    process.stderr.write('@@mark start\n');
+  }, spec.warmupMs);
+
+  const worker = async (w: number) => {
+    const connection = new KeepAliveConnection(spec.host, spec.port);
+    for (;;) {
+      const job = await source(w, stopAt);
+      if (!job || performance.now() >= stopAt) break;
+      const sentAt = performance.now();
+      let response: HttpResponse | null = null;
+      let outcome: string;
+      try {
+        response = await connection.send(job.raw, spec.timeoutMs);
+        outcome = classify(spec, response);
+      } catch (error) {
+        outcome = `failed: ${error instanceof Error ? error.message : String(error)}`;
+      }
+      const receivedAt = performance.now();
+      job.settle?.(response, receivedAt);
+      count(mixAll, outcome);
+      if (receivedAt >= measureFrom && receivedAt < stopAt && measured < spec.maxRequests) {
+        latencies[measured] = Math.min(0xffffffff, Math.round((receivedAt - sentAt) * 1000));
+        if (completedAt) completedAt[measured] = Math.round(receivedAt - measureFrom);
+        measured++;
+        count(mix, outcome);
+        if (measured === spec.maxRequests) {
+          stopAt = receivedAt;
+          measureEnd = receivedAt;
+        }
+      }
+      // A refused or broken connection: do not spin.
+      if (!response) await sleep(20);
+    }
+    connection.close();
+  };
+
+  await Promise.all(Array.from({ length: spec.connections }, (_, w) => worker(w)));
+  clearTimeout(startTimer);
+  const cpu = process.cpuUsage(cpuAtStart ?? undefined);
+  process.stderr.write('@@mark end\n');
+  const seconds = Math.max(0.001, (Math.min(measureEnd, performance.now()) - measureFrom) / 1000);
+
+  const sorted = latencies.slice(0, measured).sort();
+  const minutes: MinuteStats[] = [];
+  if (completedAt) {
+    const byMinute = new Map<number, number[]>();
+    for (let i = 0; i < measured; i++) {
+      const minute = Math.floor(completedAt[i]! / 60_000);
+      let bucket = byMinute.get(minute);
+      if (!bucket) byMinute.set(minute, (bucket = []));
+      bucket.push(latencies[i]!);
+    }
+    for (const [minute, bucket] of [...byMinute].sort((a, b) => a[0] - b[0])) {
+      const span = Math.min(60, seconds - minute * 60);
+      minutes.push({
+        minute,
+        requests: bucket.length,
+        requestsPerSecond: bucket.length / span,
+        p99Ms: percentile(Uint32Array.from(bucket).sort(), 99),
+      });
+    }
+  }
+  return {
+    label: spec.label,
+    kind: spec.kind,
+    requests: measured,
+    seconds,
+    requestsPerSecond: measured / seconds,
+    p50Ms: percentile(sorted, 50),
+    p90Ms: percentile(sorted, 90),
+    p99Ms: percentile(sorted, 99),
+    maxMs: percentile(sorted, 100),
+    mix: Object.fromEntries(mix),
+    mixAll: Object.fromEntries(mixAll),
+    loadCpu: cpuAtStart ? (cpu.user + cpu.system) / 1e6 / seconds : 0,
+    waitsForDueCode: counters.waitsForDueCode,
+    chainsLost: counters.chainsLost,
+    minutes,
+  };
+}
+
+const spec = JSON.parse(process.argv[2] ?? '') as LoadSpec;
+run(spec).then(
+  (result) => process.stdout.write(`${JSON.stringify(result)}\n`),
+  (error: unknown) => {
+    process.stderr.write(`load generator failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);

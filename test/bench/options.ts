@@ -1,0 +1,144 @@
+/** Command line of `npm run bench -- [options]` and the sizes and durations each mode implies. */
+
+export interface Options {
+  quick: boolean;
+  soak: boolean;
+  enforce: boolean;
+  embedded: boolean;
+  scale: boolean;
+  connections: number;
+  poolSize: number;
+  json: string;
+  baseline: string | null;
+  /** Render this results JSON again (targets and checks recomputed) instead of running. */
+  report: string | null;
+  /** Scenario ids to run, in this order (the ceilings always run first); null: all. */
+  only: string[] | null;
+  /** Any database of the PostgreSQL server: the run creates its own database there and drops it. */
+  adminUrl: string;
+}
+
+export interface Profile {
+  warmupMs: number;
+  durationMs: number;
+  maxRequests: number;
+  /** Pending device requests and live chains of the base data set. */
+  rows: number;
+  /** Rows of each kind in the scale phase. */
+  scaleRows: number;
+  /** Codes the pool polls (well-behaved), at most `rows`. */
+  pollPool: number;
+  signMs: number;
+  soakMs: number;
+  /** The whole run ends here, whatever happens. */
+  deadlineMs: number;
+}
+
+export const USAGE = `usage: npm run bench -- [options]
+  --quick             a few seconds per scenario, small pools, 50,000 rows for scale; targets are not enforced
+  --soak              only the 5-minute well-behaved poll run: memory and throughput, first minute against last
+  --enforce           exit 1 when a target fails (the benchmark exits 0 otherwise; checks always count)
+  --no-embedded       skip the embedded-database scenarios
+  --no-scale          skip the 1,000,000-row scenarios
+  --connections N     connections the load generator keeps busy (default 64)
+  --pool N            DATABASE_POOL_SIZE of the server and the ceilings (default 10)
+  --json PATH         where the results go as JSON (default test/bench/results/latest.json)
+  --baseline PATH     a previous results JSON to compare with (ratios to the ceilings)
+  --report PATH       print the report of an earlier results JSON again, running nothing
+  --only IDS          these scenarios only, in this order, e.g. refresh-openid,refresh (ceilings always run):
+                      poll, poll-slow_down, refresh, refresh-openid, introspect, userinfo, code
+environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test)`;
+
+export function parseOptions(argv: string[]): Options {
+  const options: Options = {
+    quick: false,
+    soak: false,
+    enforce: false,
+    embedded: true,
+    scale: true,
+    connections: 64,
+    poolSize: 10,
+    json: 'test/bench/results/latest.json',
+    baseline: null,
+    only: null,
+    report: null,
+    adminUrl: process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test',
+  };
+  const number = (flag: string, value: string | undefined) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} needs a positive whole number\n${USAGE}`);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    switch (arg) {
+      case '--quick':
+        options.quick = true;
+        break;
+      case '--soak':
+        options.soak = true;
+        break;
+      case '--enforce':
+        options.enforce = true;
+        break;
+      case '--no-embedded':
+        options.embedded = false;
+        break;
+      case '--no-scale':
+        options.scale = false;
+        break;
+      case '--connections':
+        options.connections = number(arg, argv[++i]);
+        break;
+      case '--pool':
+        options.poolSize = number(arg, argv[++i]);
+        break;
+      case '--json':
+        options.json = argv[++i] ?? options.json;
+        break;
+      case '--baseline':
+        options.baseline = argv[++i] ?? null;
+        break;
+      case '--report':
+        options.report = argv[++i] ?? null;
+        break;
+      case '--only':
+        options.only = (argv[++i] ?? '').split(',').filter(Boolean);
+        break;
+      case '--help':
+        process.stdout.write(`${USAGE}\n`);
+        process.exit(0);
+        break;
+      default:
+        throw new Error(`unknown option ${arg}\n${USAGE}`);
+    }
+  }
+  return options;
+}
+
+export function profileOf(options: Options): Profile {
+  if (options.quick) {
+    return {
+      warmupMs: 1000,
+      durationMs: 3000,
+      maxRequests: 500_000,
+      rows: 2_000,
+      scaleRows: 50_000,
+      pollPool: 2_000,
+      signMs: 1000,
+      soakMs: 60_000,
+      deadlineMs: 6 * 60_000,
+    };
+  }
+  return {
+    warmupMs: 3000,
+    durationMs: 10_000,
+    maxRequests: 2_000_000,
+    rows: 20_000,
+    scaleRows: 1_000_000,
+    pollPool: 20_000,
+    signMs: 3000,
+    soakMs: 5 * 60_000,
+    deadlineMs: options.soak ? 12 * 60_000 : 20 * 60_000,
+  };
+}

@@ -1,0 +1,72 @@
+/** What run.ts hands the load generator (as JSON) and what it gets back. */
+
+export type LoadKind =
+  /** Ceiling: a bare Fastify route that parses a form and returns JSON. */
+  | 'form'
+  /** Ceiling: one indexed single-row UPDATE ... RETURNING on a 20,000-row table. */
+  | 'update'
+  /** POST /oauth/device/code */
+  | 'code'
+  /** Device grant polls over a pool of pending codes, each no sooner than its interval. */
+  | 'poll'
+  /** Device grant polls of one code per connection, back to back: slow_down every time. */
+  | 'poll-fast'
+  /** Refresh grant: one worker per connection, each rotating its own chain. */
+  | 'refresh'
+  /** POST /oauth/introspect of live access tokens drawn across all chains. */
+  | 'introspect'
+  /** GET /oauth/userinfo with live openid access tokens drawn across all chains. */
+  | 'userinfo';
+
+export interface LoadSpec {
+  label: string;
+  kind: LoadKind;
+  host: string;
+  port: number;
+  connections: number;
+  warmupMs: number;
+  durationMs: number;
+  /** Measured requests at most; the run ends at whichever bound comes first. */
+  maxRequests: number;
+  timeoutMs: number;
+  /** poll: the pool is rows offset + k * stride for k < count; poll-fast: rows offset + connection. */
+  rows: { offset: number; count: number; stride: number };
+  /** Live chains [0, chains): introspect and userinfo draw tokens from them. */
+  chains: number;
+  /** refresh: the chains to rotate, one per connection first, then spares for workers that lose theirs. */
+  refreshChains: number[];
+  /** poll: milliseconds a code waits after its answer before it is polled again. */
+  intervalMs: number;
+  /** Keep a per-request completion time, for per-minute figures (the soak). */
+  timeline: boolean;
+}
+
+export interface MinuteStats {
+  minute: number;
+  requests: number;
+  requestsPerSecond: number;
+  p99Ms: number;
+}
+
+export interface LoadResult {
+  label: string;
+  kind: LoadKind;
+  requests: number;
+  seconds: number;
+  requestsPerSecond: number;
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  /** Measured responses by status and OAuth error code (or transport failure). */
+  mix: Record<string, number>;
+  /** The same over warm-up and measurement together. */
+  mixAll: Record<string, number>;
+  /** CPU the generator spent during the measured window, as a share of one core. */
+  loadCpu: number;
+  /** poll: how often no code was due and a connection waited. */
+  waitsForDueCode: number;
+  /** refresh: chains given up (invalid_grant or an unknown outcome) and spares taken. */
+  chainsLost: number;
+  minutes: MinuteStats[];
+}

@@ -1,0 +1,122 @@
+import { createHash } from 'node:crypto';
+import {
+  benchTokenSql,
+  CHAINS_PER_USER,
+  OPENID_SCOPES,
+  PLAIN_SCOPES,
+  RS_CLIENT_ID,
+  RS_CLIENT_SECRET,
+  SEED,
+  TV_CLIENT_ID,
+  type TokenKind,
+} from './fixtures.js';
+
+/**
+ * Set-based seeding (INSERT ... SELECT generate_series), the same SQL on PostgreSQL and on the
+ * embedded PGlite. Every row is a function of its number, so growing the 20,000-row data set to
+ * 1,000,000 rows is inserting the rows from 20,000 on.
+ */
+export type Execute = (sql: string) => Promise<void>;
+
+/** Rows per statement: large enough to be set-based, small enough to show progress. */
+const BATCH = 100_000;
+
+const textArray = (items: string[]) => `'{${items.join(',')}}'::text[]`;
+const scopesOf = (i: string) => `CASE WHEN (${i}) % 2 = 1 THEN ${textArray(OPENID_SCOPES)} ELSE ${textArray(PLAIN_SCOPES)} END`;
+const uuidOf = (tag: string, i: string) => `md5('${SEED}:${tag}:' || (${i})::text)::uuid`;
+const hashOf = (token: string) => `sha256(convert_to(${token}, 'UTF8'))`;
+
+export function clientsSql(): string {
+  const secretHash = createHash('sha256').update(RS_CLIENT_SECRET).digest('hex');
+  return `
+    INSERT INTO clients (client_id, name, kind, type, secret_hash, allowed_scopes) VALUES
+      ('${TV_CLIENT_ID}', 'Bench TV', 'tv', 'public', NULL, ${textArray(OPENID_SCOPES)}),
+      ('${RS_CLIENT_ID}', 'Bench resource server', 'web', 'confidential', decode('${secretHash}', 'hex'), ${textArray(OPENID_SCOPES)})
+    ON CONFLICT (client_id) DO NOTHING`;
+}
+
+/** Pending device requests [from, to) of a kind, interval 1 s, issued an hour ago, expiring in a day. */
+export function deviceRequestsSql(kind: Extract<TokenKind, 'deviceCode' | 'fastDeviceCode'>, from: number, to: number): string {
+  return `
+    INSERT INTO device_requests (device_code_hash, user_code_hmac, client_id, scopes, platform_name, phrase,
+                                 phrase_choices, status, interval_seconds, created_at, expires_at)
+    SELECT ${hashOf(benchTokenSql(kind, 'i'))}, sha256(convert_to('${SEED}:uc:${kind}:' || i::text, 'UTF8')),
+           '${TV_CLIENT_ID}', ${textArray(OPENID_SCOPES)}, 'Bench TV', 'brave otter',
+           '{brave otter,quiet harbor,amber violin}'::text[], 'pending', 1,
+           now() - interval '1 hour', now() + interval '1 day'
+    FROM generate_series(${from}::bigint, ${to - 1}::bigint) AS i`;
+}
+
+/**
+ * Chains [from, to): a user (shared by CHAINS_PER_USER chains), a live device link, its current
+ * refresh token and one live access token. Odd chains carry openid.
+ */
+export function chainsSql(from: number, to: number): string[] {
+  const series = `generate_series(${from}::bigint, ${to - 1}::bigint) AS i`;
+  const firstUser = Math.floor(from / CHAINS_PER_USER);
+  const lastUser = Math.floor((to - 1) / CHAINS_PER_USER);
+  return [
+    `INSERT INTO users (user_id, email, password_hash, name)
+     SELECT ${uuidOf('user', 'u')}, 'bench-' || u::text || '@example.test', 'not-a-password-hash', 'Bench User ' || u::text
+     FROM generate_series(${firstUser}::bigint, ${lastUser}::bigint) AS u
+     ON CONFLICT (user_id) DO NOTHING`,
+    `INSERT INTO device_links (link_id, user_id, client_id, scopes, platform_name, auth_time, created_at, last_used_at, expires_at)
+     SELECT ${uuidOf('link', 'i')}, ${uuidOf('user', `i / ${CHAINS_PER_USER}`)}, '${TV_CLIENT_ID}', ${scopesOf('i')}, 'Bench TV',
+            now() - interval '1 day', now() - interval '1 day', now() - interval '1 hour', now() + interval '60 days'
+     FROM ${series}`,
+    `INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at)
+     SELECT ${hashOf(benchTokenSql('refreshToken', 'i'))}, ${uuidOf('link', 'i')}, now() - interval '1 hour', now() + interval '60 days'
+     FROM ${series}`,
+    `INSERT INTO access_tokens (token_hash, link_id, scopes, created_at, expires_at)
+     SELECT ${hashOf(benchTokenSql('accessToken', 'i'))}, ${uuidOf('link', 'i')}, ${scopesOf('i')}, now() - interval '1 minute', now() + interval '1 day'
+     FROM ${series}`,
+  ];
+}
+
+export interface SeedSize {
+  /** Pending device requests polled by the well-behaved pool: rows [0, pending). */
+  pending: number;
+  /** Live chains: rows [0, chains). */
+  chains: number;
+}
+
+/**
+ * Brings the data set from `from` (rows already there) to `to` rows of each kind, in batches of
+ * statements that `parallel` connections run side by side. The first call also creates the two
+ * clients and the codes of the slow_down variant.
+ *
+ * Foreign keys are not checked while seeding (session_replication_role = replica, for the
+ * superuser the benchmark connects as): every reference is built from row numbers and right by
+ * construction, and a million per-row checks doubled the time. Indexes are maintained as the
+ * server's own inserts maintain them, so they are as large and as fragmented as in use.
+ */
+export async function seed(
+  execute: Execute,
+  from: SeedSize,
+  to: SeedSize,
+  fastCodes: number,
+  progress: (line: string) => void,
+  parallel = 1,
+): Promise<void> {
+  const statements: string[] = [];
+  if (from.pending === 0 && from.chains === 0) statements.push(clientsSql(), deviceRequestsSql('fastDeviceCode', 0, fastCodes));
+  for (let start = from.pending; start < to.pending; start += BATCH) {
+    statements.push(deviceRequestsSql('deviceCode', start, Math.min(to.pending, start + BATCH)));
+  }
+  for (let start = from.chains; start < to.chains; start += BATCH) {
+    statements.push(...chainsSql(start, Math.min(to.chains, start + BATCH)));
+  }
+  const total = statements.length;
+  let done = 0;
+  let next = 0;
+  const worker = async () => {
+    while (next < total) {
+      const statement = statements[next++]!;
+      await execute(`BEGIN; SET LOCAL session_replication_role = replica; ${statement}; COMMIT`);
+      done++;
+      if (done % 4 === 0 || done === total) progress(`${done}/${total} statements`);
+    }
+  };
+  await Promise.all(Array.from({ length: parallel }, worker));
+  await execute('VACUUM ANALYZE users, device_links, refresh_tokens, access_tokens, device_requests, clients');
+}
