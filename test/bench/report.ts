@@ -82,7 +82,7 @@ export function scenarioTable(records: ScenarioRecord[]): string {
   for (const r of records) {
     const rate = r.result.requestsPerSecond;
     lines.push(
-      `| ${r.scenario} | ${int(r.rows)} | ${int(rate)} | ${ms(r.result.p50Ms)} | ${ms(r.result.p99Ms)} | ${ratio(r.vsForm)} | ${ratio(r.vsUpdate)} | ${share(r.serverCpu)} | ${perRequest(r.serverCpu, rate)} | ${perRequest(r.dbCpu, rate)} | ${share(r.result.loadCpu)} | ${r.memory ? r.memory.rssMb.toFixed(0) : ''} | ${formatMix(r.result.mix)} |`,
+      `| ${r.scenario} | ${int(r.rows)} | ${int(rate)} | ${ms(r.result.p50Ms)} | ${ms(r.result.p99Ms)} | ${ratio(r.vsForm)} | ${ratio(r.vsUpdate)} | ${share(r.serverCpu)} | ${perRequest(r.serverCpu, rate)} | ${perRequest(r.dbCpu, rate)} | ${share(r.result.loadCpu)} | ${r.memory ? r.memory.rssMb.toFixed(0) : ''} | ${formatMix(r.result.mix)}${r.result.waitsForDueCode > 0 ? ' (pool-bound: waited for a due code)' : ''} |`,
     );
   }
   return lines.join('\n');
@@ -118,7 +118,7 @@ export function renderMarkdown(results: RunResults, baseline: RunResults | null)
   }
   if (extras.length > 0) parts.push(extras.join('\n'));
   if (baseline) parts.push(compareTable(results, baseline));
-  const targetsTitle = results.mode.startsWith('quick') ? 'Targets (not enforced in --quick: seconds per scenario, small pools)' : 'Targets';
+  const targetsTitle = results.mode.startsWith('quick') ? 'Targets (not enforced in --quick: a few seconds per scenario)' : 'Targets';
   const verdicts = [verdictLines(targetsTitle, results.targets), verdictLines('Checks', results.checks)].filter(Boolean);
   if (verdicts.length > 0) parts.push(['```', ...verdicts, '```'].join('\n'));
   parts.push(

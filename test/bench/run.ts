@@ -242,6 +242,7 @@ async function runPlan(target: Target, options: Options, profile: Profile, plans
     const r = run.result;
     log(`  ${Math.round(r.requestsPerSecond)} req/s, p50 ${r.p50Ms.toFixed(2)} ms, p99 ${r.p99Ms.toFixed(2)} ms, load CPU ${r.loadCpu.toFixed(2)}`);
     if (r.loadCpu > 0.9) log('  warning: the load generator was near a full core; this figure may be its limit, not the server');
+    if (r.waitsForDueCode > 0) log(`  warning: no code was due ${r.waitsForDueCode} times: the pool, not the server, capped this rate`);
     records.push({
       id: plan.id,
       scenario: plan.scenario,
