@@ -29,6 +29,14 @@ export interface MemoryRecord {
   afterMb: number;
 }
 
+export interface ServerLog {
+  database: DatabaseKind;
+  lines: number;
+  /** Where the whole output went, relative to the checkout. */
+  file: string;
+  first: string;
+}
+
 export interface Verdict {
   name: string;
   value: string;
@@ -46,6 +54,7 @@ export interface RunResults {
   scenarios: ScenarioRecord[];
   rs256OpsPerSecond: number | null;
   memory: MemoryRecord[];
+  serverLogs?: ServerLog[];
   soak: { minutes: Array<{ minute: number; requestsPerSecond: number; p99Ms: number; rssMb: number }> } | null;
   targets: Verdict[];
   checks: Verdict[];
@@ -115,6 +124,9 @@ export function renderMarkdown(results: RunResults, baseline: RunResults | null)
   }
   for (const m of results.memory) {
     extras.push(`Server RSS (${m.database}): peak ${m.peakMb.toFixed(1)} MB during the run, ${m.afterMb.toFixed(1)} MB after it.`);
+  }
+  for (const log of results.serverLogs ?? []) {
+    extras.push(`Server log (${log.database}, warnings and errors): ${log.lines} lines in ${log.file}; the first: \`${log.first.replace(/`/g, "'")}\``);
   }
   if (extras.length > 0) parts.push(extras.join('\n'));
   if (baseline) parts.push(compareTable(results, baseline));

@@ -33,7 +33,7 @@ import {
   waitForHttp,
   type Child,
 } from './processes.js';
-import { renderMarkdown, type DatabaseKind, type MemoryRecord, type RunResults, type ScenarioRecord, type Verdict } from './report.js';
+import { renderMarkdown, type DatabaseKind, type MemoryRecord, type RunResults, type ScenarioRecord, type ServerLog, type Verdict } from './report.js';
 import type { LoadKind, LoadResult, LoadSpec } from './scenarios.js';
 import { seed } from './seed.js';
 
@@ -342,6 +342,20 @@ function sampleRss(pid: number, into: Array<{ at: number; rssMb: number }>): Nod
   return timer;
 }
 
+/**
+ * What the server logged (at LOG_LEVEL=warn: warnings and errors only), kept beside the JSON
+ * so that a 500 in the table can be traced to its cause.
+ */
+function keepServerLog(options: Options, database: DatabaseKind, server: Child): ServerLog | null {
+  const output = server.output().trim();
+  if (output === '') return null;
+  const file = path.join(path.dirname(path.resolve(ROOT, options.json)), `server-${database}.log`);
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, `${output}\n`);
+  const lines = output.split('\n');
+  return { database, lines: lines.length, file: path.relative(ROOT, file), first: lines[0]!.slice(0, 300) };
+}
+
 async function memoryAfter(database: DatabaseKind, server: Child): Promise<MemoryRecord> {
   await new Promise((resolve) => setTimeout(resolve, 2000));
   const memory = memoryOf(server.pid);
@@ -351,6 +365,7 @@ async function memoryAfter(database: DatabaseKind, server: Child): Promise<Memor
 interface PostgresOutcome {
   records: ScenarioRecord[];
   memory: MemoryRecord;
+  log: ServerLog | null;
   rs256: number | null;
   soak: RunResults['soak'];
   version: string;
@@ -434,7 +449,8 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
       vsForm: null,
       vsUpdate: null,
     };
-    return { records: [record], memory: await memoryAfter('postgres', server.child), rs256: null, soak: { minutes }, version };
+    const memory = await memoryAfter('postgres', server.child);
+    return { records: [record], memory, log: keepServerLog(options, 'postgres', server.child), rs256: null, soak: { minutes }, version };
   }
 
   log('RS256 signature alone');
@@ -454,10 +470,10 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
   clearInterval(rssTimer);
   const memory = await memoryAfter('postgres', server.child);
   await Promise.all([stopChild(server.child), ceilings ? stopChild(ceilings.child) : Promise.resolve()]);
-  return { records, memory, rs256: signed.opsPerSecond, soak: null, version };
+  return { records, memory, log: keepServerLog(options, 'postgres', server.child), rs256: signed.opsPerSecond, soak: null, version };
 }
 
-async function embeddedPhase(options: Options, profile: Profile): Promise<{ records: ScenarioRecord[]; memory: MemoryRecord }> {
+async function embeddedPhase(options: Options, profile: Profile): Promise<{ records: ScenarioRecord[]; memory: MemoryRecord; log: ServerLog | null }> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'device-auth-bench-'));
   cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
   const dataDir = path.join(dir, 'server');
@@ -481,7 +497,7 @@ async function embeddedPhase(options: Options, profile: Profile): Promise<{ reco
   }));
   const memory = await memoryAfter('embedded', server.child);
   await Promise.all([stopChild(server.child), stopChild(ceilings.child)]);
-  return { records, memory };
+  return { records, memory, log: keepServerLog(options, 'embedded', server.child) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -642,10 +658,12 @@ async function main(): Promise<number> {
   const postgres = await postgresPhase(options, profile);
   const scenarios = [...postgres.records];
   const memory = [postgres.memory];
+  const serverLogs = postgres.log ? [postgres.log] : [];
   if (options.embedded && !options.soak) {
     const embedded = await embeddedPhase(options, profile);
     scenarios.push(...embedded.records);
     memory.push(embedded.memory);
+    if (embedded.log) serverLogs.push(embedded.log);
   }
 
   const results: RunResults = {
@@ -670,6 +688,7 @@ async function main(): Promise<number> {
     scenarios,
     rs256OpsPerSecond: postgres.rs256,
     memory,
+    serverLogs,
     soak: postgres.soak,
     targets: [],
     checks: checksOf(scenarios),
