@@ -21,7 +21,12 @@ async function main(): Promise<void> {
     throw error;
   }
   const log = pino(loggerOptions(config.logLevel));
-  const database = await connectDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: config.databasePoolSize });
+  const database = await connectDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    poolSize: config.databasePoolSize,
+    preparedStatements: config.databasePreparedStatements,
+  });
   if (config.migrateOnStart) {
     const { applied } = await migrateToLatest(database.db);
     if (applied.length > 0) log.info({ applied }, 'migrations applied');

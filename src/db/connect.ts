@@ -3,6 +3,7 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { DB } from './schema.js';
 import { PGliteDialect } from './pglite-dialect.js';
+import { preparingPool } from './prepared-statements.js';
 
 export type Database = Kysely<DB>;
 
@@ -19,6 +20,8 @@ export interface ConnectOptions {
   /** Folder of the embedded database; 'memory://' keeps it in memory (tests). */
   dataDir: string;
   poolSize?: number;
+  /** Named (server-side prepared) statements on PostgreSQL; default true. */
+  preparedStatements?: boolean;
 }
 
 export async function connectDatabase(options: ConnectOptions): Promise<DatabaseHandle> {
@@ -38,7 +41,7 @@ export async function connectDatabase(options: ConnectOptions): Promise<Database
     // on its own (and answers 503, see db/unavailable.ts); the client, no longer queryable, is
     // discarded by the pool when it is released.
     pool.on('connect', (client) => client.on('error', () => {}));
-    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: options.preparedStatements === false ? pool : preparingPool(pool) }) });
     return {
       db,
       kind: 'postgres',

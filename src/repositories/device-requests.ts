@@ -43,7 +43,9 @@ export async function insertDeviceRequest(db: Database, request: NewDeviceReques
         .where('client_id', '=', request.client_id)
         .where('disabled_at', 'is', null),
     )
-    .onConflict((oc) => oc.column('user_code_hmac').where('status', '=', 'pending').doNothing())
+    // The literal (not a parameter) lets PostgreSQL match the partial unique index even in the
+    // generic plan of the prepared statement.
+    .onConflict((oc) => oc.column('user_code_hmac').where('status', '=', sql.lit('pending')).doNothing())
     .returning('request_id')
     .executeTakeFirst();
   return inserted !== undefined;
