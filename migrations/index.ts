@@ -2,6 +2,7 @@ import type { Migration } from 'kysely';
 import * as initial from './2026-11-21T21-00-00_initial.js';
 import * as oneCurrentRefreshToken from './2026-11-21T22-00-00_one_current_refresh_token.js';
 import * as rateLimits from './2026-11-21T22-30-00_rate_limits.js';
+import * as pollInOneUpdate from './2026-11-22T00-00-00_poll_in_one_update.js';
 
 /**
  * Every migration, by name, in order. A static list (rather than reading the folder) works the
@@ -11,4 +12,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-21T21-00-00_initial': initial,
   '2026-11-21T22-00-00_one_current_refresh_token': oneCurrentRefreshToken,
   '2026-11-21T22-30-00_rate_limits': rateLimits,
+  '2026-11-22T00-00-00_poll_in_one_update': pollInOneUpdate,
 };

@@ -84,6 +84,7 @@ export interface DeviceRequestsTable {
   denied_reason: DeniedReason | null;
   interval_seconds: number;
   last_polled_at: Timestamp | null;
+  last_poll_too_fast: Generated<boolean>;
   created_at: Timestamp;
   expires_at: Timestamp;
   user_id: string | null;

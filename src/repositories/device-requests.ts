@@ -62,9 +62,13 @@ export interface PollOutcome {
 }
 
 /**
- * One statement per poll: records the poll time and applies the slow_down rule (RFC 8628 §3.5)
- * under the row lock, and returns what the answer must be. A poll sooner than the current
- * interval after the previous one (or after issue) grows the interval by 5 seconds.
+ * One UPDATE per poll: records the poll time and applies the slow_down rule (RFC 8628 §3.5), and
+ * returns what the answer must be. A poll sooner than the current interval after the previous one
+ * (or after issue) grows the interval by 5 seconds.
+ *
+ * SET expressions read the row's values from before this update, so "too soon" is judged against
+ * the previous poll. Two polls of one code at once: the second waits for the first's row lock and
+ * is then evaluated again against the row the first wrote (READ COMMITTED), so it counts as too soon.
  */
 export async function recordDevicePoll(
   db: Database,
@@ -72,25 +76,18 @@ export async function recordDevicePoll(
   clientId: string,
   now: Date,
 ): Promise<PollOutcome | undefined> {
+  const tooSoon = sql<boolean>`d.status = 'pending'
+    AND ${now} < coalesce(d.last_polled_at, d.created_at) + make_interval(secs => d.interval_seconds)`;
   const result = await sql<PollOutcome>`
-    WITH previous AS (
-      SELECT r.request_id,
-             c.disabled_at IS NOT NULL AS client_disabled,
-             r.expires_at <= ${now} AS expired,
-             r.status = 'pending'
-               AND ${now} < coalesce(r.last_polled_at, r.created_at) + make_interval(secs => r.interval_seconds) AS throttled
-      FROM device_requests r
-      JOIN clients c ON c.client_id = r.client_id
-      WHERE r.device_code_hash = ${deviceCodeHash} AND r.client_id = ${clientId}
-      FOR UPDATE OF r
-    )
     UPDATE device_requests d
     SET last_polled_at = ${now},
-        interval_seconds = d.interval_seconds + CASE WHEN previous.throttled THEN 5 ELSE 0 END
-    FROM previous
-    WHERE d.request_id = previous.request_id
-    RETURNING d.request_id::text AS request_id, previous.client_disabled, d.status, d.denied_reason,
-              previous.expired, previous.throttled, d.interval_seconds`.execute(db);
+        last_poll_too_fast = ${tooSoon},
+        interval_seconds = d.interval_seconds + CASE WHEN ${tooSoon} THEN 5 ELSE 0 END
+    FROM clients c
+    WHERE d.device_code_hash = ${deviceCodeHash} AND d.client_id = ${clientId} AND c.client_id = d.client_id
+    RETURNING d.request_id::text AS request_id, c.disabled_at IS NOT NULL AS client_disabled, d.status,
+              d.denied_reason, d.expires_at <= ${now} AS expired, d.last_poll_too_fast AS throttled,
+              d.interval_seconds`.execute(db);
   return result.rows[0];
 }
 

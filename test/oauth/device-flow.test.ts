@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { decide, poll, requestDeviceCode, startDeviceFlow } from '../helpers/device.js';
 import { setClientDisabledAt } from '../../src/repositories/clients.js';
+import { hashOpaque } from '../../src/oauth/tokens.js';
 
 
 let t: TestApp;
@@ -138,6 +139,19 @@ describe('POST /oauth/token with the device grant (RFC 8628 §3.4, §3.5)', () =
     const onTime = await startDeviceFlow(t, tv.clientId);
     wait(5);
     expect((await poll(t, tv.clientId, onTime.device_code)).json().error).toBe('authorization_pending');
+  });
+
+  it('polls racing at one moment: one is on time, every other is slow_down, and each grows the interval once', async () => {
+    const { device_code, interval } = await startDeviceFlow(t, tv.clientId);
+    wait(interval);
+    const results = await Promise.all(Array.from({ length: 4 }, () => poll(t, tv.clientId, device_code)));
+    expect(results.map((r) => r.json().error).sort()).toEqual(['authorization_pending', 'slow_down', 'slow_down', 'slow_down']);
+    const row = await t.deps.db
+      .selectFrom('device_requests')
+      .select('interval_seconds')
+      .where('device_code_hash', '=', hashOpaque(device_code))
+      .executeTakeFirstOrThrow();
+    expect(row.interval_seconds).toBe(interval + 3 * 5);
   });
 
   it('a client that waits its interval between polls is never refused', async () => {
