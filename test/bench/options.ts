@@ -16,6 +16,8 @@ export interface Options {
   only: string[] | null;
   /** Any database of the PostgreSQL server: the run creates its own database there and drops it. */
   adminUrl: string;
+  /** A CPU profile of the server in each PostgreSQL scenario, a fresh server for each (--profile). */
+  cpuProfile: boolean;
 }
 
 export interface Profile {
@@ -47,6 +49,10 @@ export const USAGE = `usage: npm run bench -- [options]
   --report PATH       print the report of an earlier results JSON again, running nothing
   --only IDS          these scenarios only, in this order, e.g. refresh-openid,refresh (ceilings always run):
                       poll, poll-slow_down, refresh, refresh-openid, introspect, userinfo, code
+  --profile           a CPU profile of the server in each PostgreSQL scenario (not the ceilings): a fresh
+                      server per scenario under node --cpu-prof, profiles in profiles/ beside the JSON
+                      (default test/bench/results/profiles/<scenario>.cpuprofile), a summary of each at
+                      the end of the report; skips the embedded database and server RSS; not with --soak
 environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test)`;
 
 export function parseOptions(argv: string[]): Options {
@@ -63,6 +69,7 @@ export function parseOptions(argv: string[]): Options {
     only: null,
     report: null,
     adminUrl: process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test',
+    cpuProfile: false,
   };
   const number = (flag: string, value: string | undefined) => {
     const n = Number(value);
@@ -105,6 +112,9 @@ export function parseOptions(argv: string[]): Options {
       case '--only':
         options.only = (argv[++i] ?? '').split(',').filter(Boolean);
         break;
+      case '--profile':
+        options.cpuProfile = true;
+        break;
       case '--help':
         process.stdout.write(`${USAGE}\n`);
         process.exit(0);
@@ -113,6 +123,7 @@ export function parseOptions(argv: string[]): Options {
         throw new Error(`unknown option ${arg}\n${USAGE}`);
     }
   }
+  if (options.cpuProfile && options.soak) throw new Error(`--profile does not combine with --soak\n${USAGE}`);
   return options;
 }
 

@@ -1,3 +1,4 @@
+import { renderProfiles, type ProfileSummary } from './profile-summary.js';
 import type { LoadKind, LoadResult } from './scenarios.js';
 
 /** Results of a run, as written to JSON and rendered as markdown. */
@@ -56,6 +57,8 @@ export interface RunResults {
   memory: MemoryRecord[];
   serverLogs?: ServerLog[];
   soak: { minutes: Array<{ minute: number; requestsPerSecond: number; p99Ms: number; rssMb: number }> } | null;
+  /** With --profile: where each scenario's server CPU went. */
+  profiles?: ProfileSummary[];
   targets: Verdict[];
   checks: Verdict[];
 }
@@ -140,6 +143,7 @@ export function renderMarkdown(results: RunResults, baseline: RunResults | null)
       .map(([k, v]) => `${k} ${String(v)}`)
       .join('; ')}.`,
   );
+  if (results.profiles && results.profiles.length > 0) parts.push(renderProfiles(results.profiles));
   return `${parts.join('\n\n')}\n`;
 }
 

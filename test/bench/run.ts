@@ -33,6 +33,7 @@ import {
   waitForHttp,
   type Child,
 } from './processes.js';
+import { summarizeFile, windowFileOf, type ProfileSummary, type SampleWindow } from './profile-summary.js';
 import { renderMarkdown, type DatabaseKind, type MemoryRecord, type RunResults, type ScenarioRecord, type ServerLog, type Verdict } from './report.js';
 import type { LoadKind, LoadResult, LoadSpec } from './scenarios.js';
 import { seed } from './seed.js';
@@ -88,7 +89,8 @@ for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
 
 interface Target {
   database: DatabaseKind;
-  server: Child;
+  /** null with --profile: each scenario starts a server of its own. */
+  server: Child | null;
   serverPort: number;
   ceilings: Child | null;
   ceilingsPort: number;
@@ -96,9 +98,17 @@ interface Target {
   dbPids: (() => Promise<number[]>) | null;
 }
 
+/** The ceilings are served by test/bench/ceilings.ts, every other kind by the server. */
+const isCeiling = (kind: LoadKind) => kind === 'form' || kind === 'update';
+
 const childEnv = (extra: Record<string, string> = {}) => ({ PATH: process.env.PATH ?? '/usr/bin:/bin', NODE_ENV: 'production', ...extra });
 
-async function startServer(database: { url: string } | { dataDir: string }, poolSize: number): Promise<{ child: Child; port: number }> {
+async function startServer(
+  database: { url: string } | { dataDir: string },
+  poolSize: number,
+  nodeArgs: string[] = [],
+  name = 'server',
+): Promise<{ child: Child; port: number }> {
   const port = await freePort();
   const env = childEnv({
     LOG_LEVEL: 'warn',
@@ -110,7 +120,7 @@ async function startServer(database: { url: string } | { dataDir: string }, pool
     PURGE_INTERVAL: '0',
     ...RAISED_LIMITS,
   });
-  const child = spawnChild('server', SERVER_CORE, [SERVER], env);
+  const child = spawnChild(name, SERVER_CORE, [...nodeArgs, SERVER], env);
   await waitForHttp(child, `http://127.0.0.1:${port}/readyz`, 60_000);
   return { child, port };
 }
@@ -145,6 +155,8 @@ async function runToEnd(child: Child, boundMs: number): Promise<string> {
 
 interface CpuSample {
   at: number;
+  /** The same instant on the monotonic clock that V8 stamps profile samples with, in microseconds. */
+  monotonicUs: number;
   process: number | null;
   db: Map<number, number> | null;
   memory: { rssMb: number; peakMb: number } | null;
@@ -152,15 +164,16 @@ interface CpuSample {
 
 async function sampleCpu(target: Target, pid: number): Promise<CpuSample> {
   const at = performance.now();
+  const monotonicUs = Number(process.hrtime.bigint() / 1000n);
   const processCpu = cpuSecondsOf(pid);
   const memory = memoryOf(pid);
-  if (!target.dbPids) return { at, process: processCpu, db: null, memory };
+  if (!target.dbPids) return { at, monotonicUs, process: processCpu, db: null, memory };
   const db = new Map<number, number>();
   for (const dbPid of await target.dbPids()) {
     const seconds = cpuSecondsOf(dbPid);
     if (seconds !== null) db.set(dbPid, seconds);
   }
-  return { at, process: processCpu, db, memory };
+  return { at, monotonicUs, process: processCpu, db, memory };
 }
 
 function dbCpuBetween(start: CpuSample, end: CpuSample): number | null {
@@ -181,10 +194,12 @@ interface ScenarioRun {
   memory: { rssMb: number; peakMb: number } | null;
   /** performance.now() of the measured window's start, in this process. */
   startedAt: number;
+  /** The measured window on the monotonic clock. */
+  window: SampleWindow | null;
 }
 
 async function runLoad(target: Target, spec: LoadSpec): Promise<ScenarioRun> {
-  const underLoad = spec.kind === 'form' || spec.kind === 'update' ? target.ceilings : target.server;
+  const underLoad = isCeiling(spec.kind) ? target.ceilings : target.server;
   if (!underLoad) throw new Error(`no process serves ${spec.kind}`);
   const marks: { start?: Promise<CpuSample>; end?: Promise<CpuSample> } = {};
   const child = spawnChild(`load generator (${spec.label})`, LOAD_CORE, [...bench('load.ts'), JSON.stringify(spec)], childEnv(), (line) => {
@@ -206,7 +221,44 @@ async function runLoad(target: Target, spec: LoadSpec): Promise<ScenarioRun> {
     const db = dbCpuBetween(first, last);
     dbCpu = db === null ? null : db / wall;
   }
-  return { result, serverCpu, dbCpu, memory: last?.memory ?? null, startedAt: first?.at ?? performance.now() };
+  const window = first && last ? { fromUs: first.monotonicUs, toUs: last.monotonicUs } : null;
+  return { result, serverCpu, dbCpu, memory: last?.memory ?? null, startedAt: first?.at ?? performance.now(), window };
+}
+
+/** With --profile: where the profiles go, and what the profiled scenarios leave. */
+interface Profiling {
+  dir: string;
+  database: { url: string };
+  poolSize: number;
+  summaries: ProfileSummary[];
+  logs: ServerLog[];
+}
+
+/**
+ * One scenario against a server of its own under `node --cpu-prof`, started before it and stopped
+ * after it: on SIGTERM the server exits 0, and Node writes the profile on the way out. The
+ * summary counts the samples of the measured window only (written beside as <id>.window.json).
+ */
+async function runProfiled(target: Target, spec: LoadSpec, profiling: Profiling, options: Options): Promise<ScenarioRun> {
+  const file = path.join(profiling.dir, `${spec.label}.cpuprofile`);
+  const shown = path.relative(ROOT, file);
+  for (const stale of [file, windowFileOf(file)]) rmSync(stale, { force: true });
+  const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${profiling.dir}`, `--cpu-prof-name=${path.basename(file)}`];
+  const server = await startServer(profiling.database, profiling.poolSize, nodeArgs, `server (profiling ${spec.label})`);
+  const run = await runLoad({ ...target, server: server.child, serverPort: server.port }, { ...spec, port: server.port });
+  await stopChild(server.child, 30_000);
+  const code = await server.child.exited;
+  if (code !== 0 || !existsSync(file)) {
+    throw new Error(`the profiled server of ${spec.label} exited with ${String(code)}${existsSync(file) ? '' : ` and did not write ${shown}`}:\n${server.child.output()}`);
+  }
+  if (run.window) writeFileSync(windowFileOf(file), `${JSON.stringify(run.window)}\n`);
+  else log(`  warning: no measured window for ${spec.label}: its summary counts the whole profile`);
+  const summary = { ...summarizeFile(file, shown), processCpu: run.serverCpu };
+  profiling.summaries.push(summary);
+  const kept = keepServerLog(options, target.database, server.child, spec.label);
+  if (kept) profiling.logs.push(kept);
+  log(`  profile ${shown}: ${summary.busySamples.toLocaleString('en')} busy samples of ${summary.samples.toLocaleString('en')} in the window`);
+  return run;
 }
 
 interface Plan {
@@ -217,14 +269,14 @@ interface Plan {
   spec: Partial<LoadSpec>;
 }
 
-async function runPlan(target: Target, options: Options, profile: Profile, plans: Plan[]): Promise<ScenarioRecord[]> {
+async function runPlan(target: Target, options: Options, profile: Profile, plans: Plan[], profiling: Profiling | null): Promise<ScenarioRecord[]> {
   const records: ScenarioRecord[] = [];
   for (const plan of plans) {
     const spec: LoadSpec = {
       label: plan.id,
       kind: plan.kind,
       host: '127.0.0.1',
-      port: plan.kind === 'form' || plan.kind === 'update' ? target.ceilingsPort : target.serverPort,
+      port: isCeiling(plan.kind) ? target.ceilingsPort : target.serverPort,
       connections: options.connections,
       warmupMs: profile.warmupMs,
       durationMs: profile.durationMs,
@@ -238,7 +290,7 @@ async function runPlan(target: Target, options: Options, profile: Profile, plans
       ...plan.spec,
     };
     log(`${target.database}: ${plan.scenario} (${plan.rows.toLocaleString('en')} rows)`);
-    const run = await runLoad(target, spec);
+    const run = profiling && !isCeiling(plan.kind) ? await runProfiled(target, spec, profiling, options) : await runLoad(target, spec);
     const r = run.result;
     log(`  ${Math.round(r.requestsPerSecond)} req/s, p50 ${r.p50Ms.toFixed(2)} ms, p99 ${r.p99Ms.toFixed(2)} ms, load CPU ${r.loadCpu.toFixed(2)}`);
     if (r.loadCpu > 0.9) log('  warning: the load generator was near a full core; this figure may be its limit, not the server');
@@ -310,7 +362,7 @@ function plansFor(rows: number, from: number, options: Options, profile: Profile
   }
   if (!options.only) return plans;
   const order = (plan: Plan) => options.only!.indexOf(plan.id.slice(0, plan.id.length - suffix.length));
-  const ceilings = plans.filter((plan) => plan.kind === 'form' || plan.kind === 'update');
+  const ceilings = plans.filter((plan) => isCeiling(plan.kind));
   return [...ceilings, ...plans.filter((plan) => order(plan) >= 0).sort((a, b) => order(a) - order(b))];
 }
 
@@ -346,10 +398,10 @@ function sampleRss(pid: number, into: Array<{ at: number; rssMb: number }>): Nod
  * What the server logged (at LOG_LEVEL=warn: warnings and errors only), kept beside the JSON
  * so that a 500 in the table can be traced to its cause.
  */
-function keepServerLog(options: Options, database: DatabaseKind, server: Child): ServerLog | null {
+function keepServerLog(options: Options, database: DatabaseKind, server: Child, scenario?: string): ServerLog | null {
   const output = server.output().trim();
   if (output === '') return null;
-  const file = path.join(path.dirname(path.resolve(ROOT, options.json)), `server-${database}.log`);
+  const file = path.join(path.dirname(path.resolve(ROOT, options.json)), `server-${database}${scenario ? `-${scenario}` : ''}.log`);
   mkdirSync(path.dirname(file), { recursive: true });
   writeFileSync(file, `${output}\n`);
   const lines = output.split('\n');
@@ -364,8 +416,10 @@ async function memoryAfter(database: DatabaseKind, server: Child): Promise<Memor
 
 interface PostgresOutcome {
   records: ScenarioRecord[];
-  memory: MemoryRecord;
-  log: ServerLog | null;
+  /** null with --profile: no server lives through the whole phase. */
+  memory: MemoryRecord | null;
+  logs: ServerLog[];
+  profiles: ProfileSummary[] | null;
   rs256: number | null;
   soak: RunResults['soak'];
   version: string;
@@ -389,16 +443,21 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
   const base = { pending: profile.rows, chains: profile.rows };
   await seed(execute, { pending: 0, chains: 0 }, base, options.connections, (line) => log(`seed: ${line}`), 2);
 
+  const resultsDir = path.dirname(path.resolve(ROOT, options.json));
+  const profiling: Profiling | null = options.cpuProfile
+    ? { dir: path.join(resultsDir, 'profiles'), database: { url }, poolSize: options.poolSize, summaries: [], logs: [] }
+    : null;
+  if (profiling) mkdirSync(profiling.dir, { recursive: true });
   const [server, ceilings] = await Promise.all([
-    startServer({ url }, options.poolSize),
+    profiling ? Promise.resolve(null) : startServer({ url }, options.poolSize),
     options.soak ? Promise.resolve(null) : startCeilings({ url }, options.poolSize),
   ]);
   const rss: Array<{ at: number; rssMb: number }> = [];
-  const rssTimer = sampleRss(server.child.pid, rss);
+  const rssTimer = server ? sampleRss(server.child.pid, rss) : undefined;
   const target: Target = {
     database: 'postgres',
-    server: server.child,
-    serverPort: server.port,
+    server: server?.child ?? null,
+    serverPort: server?.port ?? 0,
     ceilings: ceilings?.child ?? null,
     ceilingsPort: ceilings?.port ?? 0,
     dbPids: async () =>
@@ -410,6 +469,7 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
   };
 
   if (options.soak) {
+    if (!server) throw new Error('--soak does not combine with --profile');
     const poolSize = Math.min(profile.pollPool, profile.rows);
     log(`soak: ${profile.soakMs / 60_000} minutes of well-behaved polls over ${poolSize.toLocaleString('en')} codes`);
     const run = await runLoad(target, {
@@ -450,7 +510,8 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
       vsUpdate: null,
     };
     const memory = await memoryAfter('postgres', server.child);
-    return { records: [record], memory, log: keepServerLog(options, 'postgres', server.child), rs256: null, soak: { minutes }, version };
+    const logs = [keepServerLog(options, 'postgres', server.child)].filter((kept) => kept !== null);
+    return { records: [record], memory, logs, profiles: null, rs256: null, soak: { minutes }, version };
   }
 
   log('RS256 signature alone');
@@ -458,19 +519,20 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
     opsPerSecond: number;
   };
 
-  const records = withRatios(await runPlan(target, options, profile, plansFor(profile.rows, 0, options, profile, '', true)));
+  const records = withRatios(await runPlan(target, options, profile, plansFor(profile.rows, 0, options, profile, '', true), profiling));
   if (options.scale) {
     log(`seeding up to ${profile.scaleRows.toLocaleString('en')} live device requests and chains`);
     const seeded = performance.now();
     await seed(execute, base, { pending: profile.scaleRows, chains: profile.scaleRows }, options.connections, (line) => log(`seed: ${line}`), 2);
     log(`  seeded in ${((performance.now() - seeded) / 1000).toFixed(0)} s`);
-    const scale = await runPlan(target, options, profile, plansFor(profile.scaleRows, profile.rows, options, profile, '@scale', false));
+    const scale = await runPlan(target, options, profile, plansFor(profile.scaleRows, profile.rows, options, profile, '@scale', false), profiling);
     records.push(...withRatios(scale));
   }
   clearInterval(rssTimer);
-  const memory = await memoryAfter('postgres', server.child);
-  await Promise.all([stopChild(server.child), ceilings ? stopChild(ceilings.child) : Promise.resolve()]);
-  return { records, memory, log: keepServerLog(options, 'postgres', server.child), rs256: signed.opsPerSecond, soak: null, version };
+  const memory = server ? await memoryAfter('postgres', server.child) : null;
+  await Promise.all([server, ceilings].map((started) => (started ? stopChild(started.child) : undefined)));
+  const logs = [server && keepServerLog(options, 'postgres', server.child), ...(profiling?.logs ?? [])].filter((kept) => kept !== null);
+  return { records, memory, logs, profiles: profiling?.summaries ?? null, rs256: signed.opsPerSecond, soak: null, version };
 }
 
 async function embeddedPhase(options: Options, profile: Profile): Promise<{ records: ScenarioRecord[]; memory: MemoryRecord; log: ServerLog | null }> {
@@ -491,7 +553,7 @@ async function embeddedPhase(options: Options, profile: Profile): Promise<{ reco
     ceilingsPort: ceilings.port,
     dbPids: null,
   };
-  const records = withRatios(await runPlan(target, options, profile, plansFor(profile.rows, 0, options, profile, '', true))).map((r) => ({
+  const records = withRatios(await runPlan(target, options, profile, plansFor(profile.rows, 0, options, profile, '', true), null)).map((r) => ({
     ...r,
     id: `embedded:${r.id}`,
   }));
@@ -657,9 +719,10 @@ async function main(): Promise<number> {
 
   const postgres = await postgresPhase(options, profile);
   const scenarios = [...postgres.records];
-  const memory = [postgres.memory];
-  const serverLogs = postgres.log ? [postgres.log] : [];
-  if (options.embedded && !options.soak) {
+  const memory = postgres.memory ? [postgres.memory] : [];
+  const serverLogs = [...postgres.logs];
+  if (options.embedded && options.cpuProfile) log('--profile: the embedded database is skipped');
+  if (options.embedded && !options.soak && !options.cpuProfile) {
     const embedded = await embeddedPhase(options, profile);
     scenarios.push(...embedded.records);
     memory.push(embedded.memory);
@@ -683,6 +746,9 @@ async function main(): Promise<number> {
       'poll pool': Math.min(profile.pollPool, profile.rows),
       'rate limits': `${RAISED_LIMITS.RATE_LIMIT_TOKEN_PER_CLIENT} (≥ 1000 per window: counted in memory)`,
       server: 'dist/src/server.js, NODE_ENV=production, LOG_LEVEL=warn, DEVICE_POLL_INTERVAL=1, PURGE_INTERVAL=0',
+      ...(options.cpuProfile
+        ? { 'CPU profile': 'node --cpu-prof (1 ms sampling), a fresh server per scenario, no server RSS; the server figures include the profiler' }
+        : {}),
       'run took s': Math.round((performance.now() - started) / 1000),
     },
     scenarios,
@@ -690,6 +756,7 @@ async function main(): Promise<number> {
     memory,
     serverLogs,
     soak: postgres.soak,
+    ...(postgres.profiles ? { profiles: postgres.profiles } : {}),
     targets: [],
     checks: checksOf(scenarios),
   };
