@@ -5,50 +5,26 @@ import type { DeniedReason, DeviceRequestStatus, NewDeviceRequest } from '../db/
 /**
  * Inserts a request while its app is enabled, in one statement. Returns false when nothing was
  * inserted: the user code collided with a live one, or the app is disabled.
+ *
+ * Written as SQL rather than with the query builder: on the code issuance path, building this
+ * statement's query tree cost about a sixth of the server's CPU (npm run bench -- --profile).
  */
 export async function insertDeviceRequest(db: Database, request: NewDeviceRequest): Promise<boolean> {
-  const inserted = await db
-    .insertInto('device_requests')
-    .columns([
-      'device_code_hash',
-      'user_code_hmac',
-      'client_id',
-      'scopes',
-      'platform_name',
-      'platform_description',
-      'platform_icon',
-      'phrase',
-      'phrase_choices',
-      'interval_seconds',
-      'created_at',
-      'expires_at',
-    ])
-    .expression((eb) =>
-      eb
-        .selectFrom('clients')
-        .select([
-          eb.val(request.device_code_hash).as('device_code_hash'),
-          eb.val(request.user_code_hmac).as('user_code_hmac'),
-          'client_id',
-          sql<string[]>`${request.scopes}::text[]`.as('scopes'),
-          sql<string | null>`${request.platform_name ?? null}::text`.as('platform_name'),
-          sql<string | null>`${request.platform_description ?? null}::text`.as('platform_description'),
-          sql<string | null>`${request.platform_icon ?? null}::text`.as('platform_icon'),
-          sql<string>`${request.phrase}::text`.as('phrase'),
-          sql<string[]>`${request.phrase_choices}::text[]`.as('phrase_choices'),
-          sql<number>`${request.interval_seconds}::integer`.as('interval_seconds'),
-          sql<Date>`${request.created_at}::timestamptz`.as('created_at'),
-          sql<Date>`${request.expires_at}::timestamptz`.as('expires_at'),
-        ])
-        .where('client_id', '=', request.client_id)
-        .where('disabled_at', 'is', null),
-    )
-    // The literal (not a parameter) lets PostgreSQL match the partial unique index even in the
-    // generic plan of the prepared statement.
-    .onConflict((oc) => oc.column('user_code_hmac').where('status', '=', sql.lit('pending')).doNothing())
-    .returning('request_id')
-    .executeTakeFirst();
-  return inserted !== undefined;
+  const inserted = await sql<{ request_id: string }>`
+    INSERT INTO device_requests (device_code_hash, user_code_hmac, client_id, scopes, platform_name,
+                                 platform_description, platform_icon, phrase, phrase_choices,
+                                 interval_seconds, created_at, expires_at)
+    SELECT ${request.device_code_hash}, ${request.user_code_hmac}, c.client_id, ${request.scopes}::text[],
+           ${request.platform_name ?? null}::text, ${request.platform_description ?? null}::text,
+           ${request.platform_icon ?? null}::text, ${request.phrase}::text, ${request.phrase_choices}::text[],
+           ${request.interval_seconds}::integer, ${request.created_at}::timestamptz, ${request.expires_at}::timestamptz
+    FROM clients c
+    WHERE c.client_id = ${request.client_id} AND c.disabled_at IS NULL
+    -- The status is a literal, not a parameter, so that PostgreSQL matches the partial unique index
+    -- even in the generic plan of the prepared statement.
+    ON CONFLICT (user_code_hmac) WHERE status = 'pending' DO NOTHING
+    RETURNING request_id`.execute(db);
+  return inserted.rows.length > 0;
 }
 
 export interface PollOutcome {
@@ -76,17 +52,18 @@ export async function recordDevicePoll(
   clientId: string,
   now: Date,
 ): Promise<PollOutcome | undefined> {
+  // The time is one parameter, named once (this_call.at), rather than one per use.
   const tooSoon = sql<boolean>`d.status = 'pending'
-    AND ${now} < coalesce(d.last_polled_at, d.created_at) + make_interval(secs => d.interval_seconds)`;
+    AND this_call.at < coalesce(d.last_polled_at, d.created_at) + make_interval(secs => d.interval_seconds)`;
   const result = await sql<PollOutcome>`
     UPDATE device_requests d
-    SET last_polled_at = ${now},
+    SET last_polled_at = this_call.at,
         last_poll_too_fast = ${tooSoon},
         interval_seconds = d.interval_seconds + CASE WHEN ${tooSoon} THEN 5 ELSE 0 END
-    FROM clients c
+    FROM clients c, (SELECT ${now}::timestamptz AS at) this_call
     WHERE d.device_code_hash = ${deviceCodeHash} AND d.client_id = ${clientId} AND c.client_id = d.client_id
     RETURNING d.request_id::text AS request_id, c.disabled_at IS NOT NULL AS client_disabled, d.status,
-              d.denied_reason, d.expires_at <= ${now} AS expired, d.last_poll_too_fast AS throttled,
+              d.denied_reason, d.expires_at <= this_call.at AS expired, d.last_poll_too_fast AS throttled,
               d.interval_seconds`.execute(db);
   return result.rows[0];
 }

@@ -52,11 +52,12 @@ export async function rotateRefreshToken(db: Database, input: RotationInput): Pr
     WITH presented AS (
       SELECT r.link_id, l.client_id, l.user_id, l.scopes, l.auth_time, u.email, u.name,
              r.replaced_at IS NOT NULL AS replaced,
-             r.expires_at <= ${input.now} AS expired,
+             r.expires_at <= this_call.at AS expired,
              (l.revoked_at IS NULL AND u.banned_at IS NULL AND c.disabled_at IS NULL) AS live,
              c.disabled_at IS NOT NULL AS client_disabled,
-             (${scopes}::text[] IS NULL OR ${scopes}::text[] <@ l.scopes) AS scope_ok
-      FROM refresh_tokens r
+             (${scopes}::text[] IS NULL OR ${scopes}::text[] <@ l.scopes) AS scope_ok,
+             this_call.at
+      FROM (SELECT ${input.now}::timestamptz AS at) this_call, refresh_tokens r
       JOIN device_links l ON l.link_id = r.link_id
       JOIN users u ON u.user_id = l.user_id
       JOIN clients c ON c.client_id = l.client_id
@@ -64,31 +65,31 @@ export async function rotateRefreshToken(db: Database, input: RotationInput): Pr
     ),
     rotated AS (
       UPDATE refresh_tokens r
-      SET replaced_at = ${input.now}
+      SET replaced_at = p.at
       FROM presented p
       WHERE r.token_hash = ${input.presentedHash} AND r.link_id = p.link_id
         AND r.replaced_at IS NULL
-        AND r.expires_at > ${input.now}
+        AND r.expires_at > p.at
         AND p.client_id = ${input.clientId} AND p.live AND p.scope_ok
-      RETURNING p.link_id, p.user_id, p.client_id, coalesce(${scopes}::text[], p.scopes) AS scopes
+      RETURNING p.link_id, p.user_id, p.client_id, coalesce(${scopes}::text[], p.scopes) AS scopes, p.at
     ),
     successor AS (
       INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at)
-      SELECT ${input.refreshHash}, link_id, ${input.now}, ${input.refreshExpiresAt} FROM rotated
+      SELECT ${input.refreshHash}, link_id, at, ${input.refreshExpiresAt} FROM rotated
     ),
     access AS (
       INSERT INTO access_tokens (token_hash, link_id, scopes, created_at, expires_at)
-      SELECT ${input.accessHash}, link_id, scopes, ${input.now}, ${input.accessExpiresAt} FROM rotated
+      SELECT ${input.accessHash}, link_id, scopes, at, ${input.accessExpiresAt} FROM rotated
     ),
     touched AS (
       UPDATE device_links l
-      SET last_used_at = ${input.now}, expires_at = ${input.refreshExpiresAt}, scopes = rotated.scopes
+      SET last_used_at = rotated.at, expires_at = ${input.refreshExpiresAt}, scopes = rotated.scopes
       FROM rotated
       WHERE l.link_id = rotated.link_id
     ),
     event AS (
       INSERT INTO link_events (link_id, user_id, client_id, event, client_ip, created_at)
-      SELECT link_id, user_id, client_id, 'rotated', ${input.ip}, ${input.now} FROM rotated
+      SELECT link_id, user_id, client_id, 'rotated', ${input.ip}, at FROM rotated
     )
     SELECT p.link_id, p.client_id, p.user_id, p.replaced, p.expired, p.live, p.client_disabled, p.scope_ok,
            p.scopes, p.auth_time, p.email, p.name, EXISTS (SELECT 1 FROM rotated) AS rotated

@@ -10,15 +10,17 @@ const SECRET_PARAMETERS = new Set(['access_token', 'refresh_token', 'token', 'de
  * refused outright, even where the same value in the body or header would be accepted.
  */
 export function registerSecretsNotInUrl(app: FastifyInstance): void {
-  app.addHook('onRequest', async (request, reply) => {
-    if (!request.url.startsWith('/oauth/')) return;
+  // Synchronous: it runs on every request, and an async hook costs a promise each time.
+  app.addHook('onRequest', (request, reply, done) => {
     const query = request.url.indexOf('?');
-    if (query < 0) return;
-    const names = new URLSearchParams(request.url.slice(query + 1)).keys();
-    for (const name of names) {
+    if (query < 0 || !request.url.startsWith('/oauth/')) return done();
+    for (const name of new URLSearchParams(request.url.slice(query + 1)).keys()) {
       if (SECRET_PARAMETERS.has(name)) {
-        return sendOAuthError(reply, invalidRequest(`${name} must never be sent in the URL; send it in the request body or the Authorization header`));
+        // Answered here: done() is not called, so the request goes no further.
+        sendOAuthError(reply, invalidRequest(`${name} must never be sent in the URL; send it in the request body or the Authorization header`));
+        return;
       }
     }
+    done();
   });
 }

@@ -14,7 +14,7 @@ export const PAGE_CSP = [
 ].join('; ');
 
 export function registerSecurityHeaders(app: FastifyInstance): void {
-  app.addHook('onSend', async (_request, reply, payload) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     reply.header('X-Content-Type-Options', 'nosniff');
     reply.header('Referrer-Policy', 'no-referrer');
     const type = String(reply.getHeader('content-type') ?? '');
@@ -23,6 +23,6 @@ export function registerSecurityHeaders(app: FastifyInstance): void {
       reply.header('X-Frame-Options', 'DENY');
       if (!reply.hasHeader('Cache-Control')) reply.header('Cache-Control', 'no-store');
     }
-    return payload;
+    done(null, payload);
   });
 }
