@@ -3,6 +3,7 @@ import * as initial from './2026-11-21T21-00-00_initial.js';
 import * as oneCurrentRefreshToken from './2026-11-21T22-00-00_one_current_refresh_token.js';
 import * as rateLimits from './2026-11-21T22-30-00_rate_limits.js';
 import * as pollInOneUpdate from './2026-11-22T00-00-00_poll_in_one_update.js';
+import * as fewerWritesPerRequest from './2026-11-22T01-00-00_fewer_writes_per_request.js';
 
 /**
  * Every migration, by name, in order. A static list (rather than reading the folder) works the
@@ -13,4 +14,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-21T22-00-00_one_current_refresh_token': oneCurrentRefreshToken,
   '2026-11-21T22-30-00_rate_limits': rateLimits,
   '2026-11-22T00-00-00_poll_in_one_update': pollInOneUpdate,
+  '2026-11-22T01-00-00_fewer_writes_per_request': fewerWritesPerRequest,
 };

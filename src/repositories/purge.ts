@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Database } from '../db/connect.js';
 
 /**
@@ -6,41 +6,39 @@ import type { Database } from '../db/connect.js';
  * deleted, so a purge never holds locks (or the embedded database's one connection) for long.
  */
 
-export async function deleteExpiredDeviceRequests(db: Database, before: Date, limit: number): Promise<number> {
+/**
+ * Deletes the rows whose `key` the sub-select `pick` names, at most `limit` of them.
+ *
+ * `= ANY (ARRAY(...))` rather than `IN (SELECT ...)`: statements are prepared, and in a generic
+ * plan (LIMIT unknown) PostgreSQL turned the IN form into a hash join over a sequential scan of
+ * the whole table, for every batch. The array form is always an index lookup per picked key.
+ */
+export async function deleteUpTo(db: Database, table: string, key: string, pick: RawBuilder<unknown>, limit: number): Promise<number> {
   const result = await sql`
-    DELETE FROM device_requests WHERE request_id IN (
-      SELECT request_id FROM device_requests WHERE expires_at < ${before} LIMIT ${limit}
-    )`.execute(db);
+    DELETE FROM ${sql.table(table)} WHERE ${sql.ref(key)} = ANY (ARRAY(${pick} LIMIT ${limit}))`.execute(db);
   return Number(result.numAffectedRows ?? 0n);
 }
 
-export async function deleteExpiredBrowserSessions(db: Database, before: Date, limit: number): Promise<number> {
-  const result = await sql`
-    DELETE FROM browser_sessions WHERE session_hash IN (
-      SELECT session_hash FROM browser_sessions WHERE expires_at < ${before} LIMIT ${limit}
-    )`.execute(db);
-  return Number(result.numAffectedRows ?? 0n);
-}
+/**
+ * Oldest first along the primary key: ids grow with time and every request lives the same
+ * DEVICE_CODE_TTL, so the expired rows come first, and no index on expires_at has to be written
+ * for every device code.
+ */
+export const deleteExpiredDeviceRequests = (db: Database, before: Date, limit: number) =>
+  deleteUpTo(db, 'device_requests', 'request_id',
+    sql`SELECT request_id FROM device_requests WHERE expires_at < ${before} ORDER BY request_id`, limit);
 
-export async function deleteExpiredAccessTokens(db: Database, before: Date, limit: number): Promise<number> {
-  const result = await sql`
-    DELETE FROM access_tokens WHERE token_hash IN (
-      SELECT token_hash FROM access_tokens WHERE expires_at < ${before} LIMIT ${limit}
-    )`.execute(db);
-  return Number(result.numAffectedRows ?? 0n);
-}
+export const deleteExpiredBrowserSessions = (db: Database, before: Date, limit: number) =>
+  deleteUpTo(db, 'browser_sessions', 'session_hash', sql`SELECT session_hash FROM browser_sessions WHERE expires_at < ${before}`, limit);
+
+export const deleteExpiredAccessTokens = (db: Database, before: Date, limit: number) =>
+  deleteUpTo(db, 'access_tokens', 'token_hash', sql`SELECT token_hash FROM access_tokens WHERE expires_at < ${before}`, limit);
 
 /**
  * Chains that ended (revoked or expired) before `before`; their refresh tokens, old ones
  * included, and their events go with them. Old refresh tokens of a live chain are never
  * deleted on their own: reuse detection needs them for as long as the chain lives.
  */
-export async function deleteEndedLinks(db: Database, before: Date, limit: number): Promise<number> {
-  const result = await sql`
-    DELETE FROM device_links WHERE link_id IN (
-      SELECT link_id FROM device_links
-      WHERE (revoked_at IS NOT NULL AND revoked_at < ${before}) OR expires_at < ${before}
-      LIMIT ${limit}
-    )`.execute(db);
-  return Number(result.numAffectedRows ?? 0n);
-}
+export const deleteEndedLinks = (db: Database, before: Date, limit: number) =>
+  deleteUpTo(db, 'device_links', 'link_id',
+    sql`SELECT link_id FROM device_links WHERE (revoked_at IS NOT NULL AND revoked_at < ${before}) OR expires_at < ${before}`, limit);

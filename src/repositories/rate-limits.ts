@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Database } from '../db/connect.js';
+import { deleteUpTo } from './purge.js';
 
 /**
  * Counts hits in the fixed window starting at `windowStart`, in one statement: a counter from
@@ -26,10 +27,5 @@ export async function readRateLimitHits(db: Database, key: string, windowStart: 
   return row?.hits ?? 0;
 }
 
-export async function deleteStaleRateLimitCounters(db: Database, before: Date, limit: number): Promise<number> {
-  const result = await sql`
-    DELETE FROM rate_limit_counters WHERE key IN (
-      SELECT key FROM rate_limit_counters WHERE window_start < ${before} LIMIT ${limit}
-    )`.execute(db);
-  return Number(result.numAffectedRows ?? 0n);
-}
+export const deleteStaleRateLimitCounters = (db: Database, before: Date, limit: number) =>
+  deleteUpTo(db, 'rate_limit_counters', 'key', sql`SELECT key FROM rate_limit_counters WHERE window_start < ${before}`, limit);
