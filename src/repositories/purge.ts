@@ -1,5 +1,6 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Database } from '../db/connect.js';
+import type { DB } from '../db/schema.js';
 
 /**
  * Each function deletes at most `limit` rows in one short statement and returns how many it
@@ -13,20 +14,14 @@ import type { Database } from '../db/connect.js';
  * plan (LIMIT unknown) PostgreSQL turned the IN form into a hash join over a sequential scan of
  * the whole table, for every batch. The array form is always an index lookup per picked key.
  */
-export async function deleteUpTo(db: Database, table: string, key: string, pick: RawBuilder<unknown>, limit: number): Promise<number> {
+export async function deleteUpTo(db: Database, table: keyof DB, key: string, pick: RawBuilder<unknown>, limit: number): Promise<number> {
   const result = await sql`
     DELETE FROM ${sql.table(table)} WHERE ${sql.ref(key)} = ANY (ARRAY(${pick} LIMIT ${limit}))`.execute(db);
   return Number(result.numAffectedRows ?? 0n);
 }
 
-/**
- * Oldest first along the primary key: ids grow with time and every request lives the same
- * DEVICE_CODE_TTL, so the expired rows come first, and no index on expires_at has to be written
- * for every device code.
- */
 export const deleteExpiredDeviceRequests = (db: Database, before: Date, limit: number) =>
-  deleteUpTo(db, 'device_requests', 'request_id',
-    sql`SELECT request_id FROM device_requests WHERE expires_at < ${before} ORDER BY request_id`, limit);
+  deleteUpTo(db, 'device_requests', 'request_id', sql`SELECT request_id FROM device_requests WHERE expires_at < ${before}`, limit);
 
 export const deleteExpiredBrowserSessions = (db: Database, before: Date, limit: number) =>
   deleteUpTo(db, 'browser_sessions', 'session_hash', sql`SELECT session_hash FROM browser_sessions WHERE expires_at < ${before}`, limit);
