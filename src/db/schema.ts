@@ -67,6 +67,8 @@ export interface DeviceLinksTable {
   expires_at: Timestamp;
   revoked_at: Timestamp | null;
   revoked_reason: string | null;
+  /** SHA-256 of the chain's one current refresh token; null for chains without refresh tokens. */
+  current_refresh_hash: Uint8Array | null;
 }
 
 export interface DeviceRequestsTable {
@@ -98,7 +100,6 @@ export interface RefreshTokensTable {
   link_id: string;
   created_at: Timestamp;
   expires_at: Timestamp;
-  replaced_at: Timestamp | null;
 }
 
 export interface AccessTokensTable {

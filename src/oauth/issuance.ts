@@ -4,28 +4,35 @@ import type { Deps } from '../deps.js';
 import { addSeconds } from '../lib/clock.js';
 import { insertAccessToken, insertRefreshToken } from '../repositories/device-links.js';
 import type { ClientKind } from '../db/schema.js';
-import { mintOpaque, TOKEN_PREFIX } from './tokens.js';
+import { mintOpaque, TOKEN_PREFIX, type MintedSecret } from './tokens.js';
 
 /** Refresh tokens go to TV / device apps and bots, the clients that stay signed in. */
 export function receivesRefreshTokens(kind: ClientKind): boolean {
   return kind === 'tv' || kind === 'bot';
 }
 
-export interface IssuedOpaqueTokens {
-  accessToken: string;
-  refreshToken: string | null;
+export interface OpaqueTokens {
+  access: MintedSecret;
+  refresh: MintedSecret | null;
 }
 
-/** Mints an access token (and a refresh token when wanted) on a link; only hashes are stored. */
-export async function issueOpaqueTokens(
+/** An access token, and a refresh token when wanted; minted before the link that names the latter. */
+export function mintOpaqueTokens(withRefreshToken: boolean): OpaqueTokens {
+  return {
+    access: mintOpaque(TOKEN_PREFIX.accessToken),
+    refresh: withRefreshToken ? mintOpaque(TOKEN_PREFIX.refreshToken) : null,
+  };
+}
+
+/** Stores the tokens' hashes on their link (whose current_refresh_hash already names the refresh token). */
+export async function storeOpaqueTokens(
   trx: Transaction<DB>,
   deps: Deps,
   linkId: string,
   scopes: string[],
-  withRefreshToken: boolean,
+  { access, refresh }: OpaqueTokens,
   now: Date,
-): Promise<IssuedOpaqueTokens> {
-  const access = mintOpaque(TOKEN_PREFIX.accessToken);
+): Promise<void> {
   await insertAccessToken(trx, {
     token_hash: access.hash,
     link_id: linkId,
@@ -33,14 +40,11 @@ export async function issueOpaqueTokens(
     created_at: now,
     expires_at: addSeconds(now, deps.config.accessTokenTtl),
   });
-  if (!withRefreshToken) return { accessToken: access.value, refreshToken: null };
-  const refresh = mintOpaque(TOKEN_PREFIX.refreshToken);
+  if (!refresh) return;
   await insertRefreshToken(trx, {
     token_hash: refresh.hash,
     link_id: linkId,
     created_at: now,
     expires_at: addSeconds(now, deps.config.refreshTokenTtl),
-    replaced_at: null,
   });
-  return { accessToken: access.value, refreshToken: refresh.value };
 }

@@ -37,21 +37,23 @@ export interface RotationOutcome {
 
 /**
  * One statement, one round trip: finds the presented token with its link, user and client
- * (point lookups by primary key), marks it replaced only while it is current, unexpired, the
- * caller's and live, and in that case inserts the successors, touches and narrows the link and
- * records the rotation. `rotated` false on a known token is for the caller to judge.
+ * (point lookups by primary key) and, only while the link names it as the chain's current token
+ * and it is unexpired, the caller's and live, moves the link on to the successor (with last use,
+ * expiry and narrowed scopes: one HOT update of a row the rotation touches anyway), inserts the
+ * successors and records the rotation. `rotated` false on a known token is for the caller to judge.
  *
- * Concurrency: the UPDATE of the presented row takes its row lock; a concurrent rotation of the
- * same token waits for it and, once it commits, re-checks `replaced_at IS NULL` on the new row
- * version (READ COMMITTED), finds it false and rotates nothing, while `presented` still shows
- * the statement's snapshot, in which the token looked current.
+ * Concurrency: the UPDATE of the link takes its row lock; a concurrent rotation of the same token
+ * (or a revocation of the chain) waits for it and, once it commits, re-checks its conditions on
+ * the link's new row version (READ COMMITTED): `current_refresh_hash` no longer names the
+ * presented token, so it rotates nothing, while `presented` still shows the statement's
+ * snapshot, in which the token looked current.
  */
 export async function rotateRefreshToken(db: Database, input: RotationInput): Promise<RotationOutcome | undefined> {
   const scopes = input.scopes;
   const result = await sql<RotationOutcome>`
     WITH presented AS (
       SELECT r.link_id, l.client_id, l.user_id, l.scopes, l.auth_time, u.email, u.name,
-             r.replaced_at IS NOT NULL AS replaced,
+             l.current_refresh_hash IS DISTINCT FROM r.token_hash AS replaced,
              r.expires_at <= this_call.at AS expired,
              (l.revoked_at IS NULL AND u.banned_at IS NULL AND c.disabled_at IS NULL) AS live,
              c.disabled_at IS NOT NULL AS client_disabled,
@@ -64,14 +66,14 @@ export async function rotateRefreshToken(db: Database, input: RotationInput): Pr
       WHERE r.token_hash = ${input.presentedHash}
     ),
     rotated AS (
-      UPDATE refresh_tokens r
-      SET replaced_at = p.at
+      UPDATE device_links l
+      SET current_refresh_hash = ${input.refreshHash}, last_used_at = p.at, expires_at = ${input.refreshExpiresAt},
+          scopes = coalesce(${scopes}::text[], l.scopes)
       FROM presented p
-      WHERE r.token_hash = ${input.presentedHash} AND r.link_id = p.link_id
-        AND r.replaced_at IS NULL
-        AND r.expires_at > p.at
-        AND p.client_id = ${input.clientId} AND p.live AND p.scope_ok
-      RETURNING p.link_id, p.user_id, p.client_id, coalesce(${scopes}::text[], p.scopes) AS scopes, p.at
+      WHERE l.link_id = p.link_id
+        AND l.current_refresh_hash = ${input.presentedHash} AND l.revoked_at IS NULL
+        AND NOT p.expired AND p.client_id = ${input.clientId} AND p.live AND p.scope_ok
+      RETURNING l.link_id, l.user_id, l.client_id, l.scopes, p.at
     ),
     successor AS (
       INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at)
@@ -80,12 +82,6 @@ export async function rotateRefreshToken(db: Database, input: RotationInput): Pr
     access AS (
       INSERT INTO access_tokens (token_hash, link_id, scopes, created_at, expires_at)
       SELECT ${input.accessHash}, link_id, scopes, at, ${input.accessExpiresAt} FROM rotated
-    ),
-    touched AS (
-      UPDATE device_links l
-      SET last_used_at = rotated.at, expires_at = ${input.refreshExpiresAt}, scopes = rotated.scopes
-      FROM rotated
-      WHERE l.link_id = rotated.link_id
     ),
     event AS (
       INSERT INTO link_events (link_id, user_id, client_id, event, client_ip, created_at)

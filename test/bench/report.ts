@@ -18,6 +18,8 @@ export interface ScenarioRecord {
   serverCpu: number | null;
   /** CPU of the database backends of this run (PostgreSQL) during the measured window. */
   dbCpu: number | null;
+  /** WAL bytes and full-page images written per second of the measured window (PostgreSQL). */
+  wal?: { bytes: number; fullPageImages: number } | null;
   /** Resident memory of the process under load at the end of the window (VmRSS) and its peak so far (VmHWM), MiB. */
   memory: { rssMb: number; peakMb: number } | null;
   vsForm: number | null;
@@ -86,15 +88,18 @@ export function formatMix(mix: Record<string, number>): string {
 /** CPU milliseconds per request, from a share of one core and a rate. */
 const perRequest = (cores: number | null, perSecond: number) => (cores === null || perSecond <= 0 ? '' : ((1000 * cores) / perSecond).toFixed(3));
 
+const walPerRequest = (perSecond: number | undefined, rate: number, digits: number) =>
+  perSecond === undefined || !Number.isFinite(perSecond) || rate <= 0 ? '' : (perSecond / rate).toFixed(digits);
+
 export function scenarioTable(records: ScenarioRecord[]): string {
   const lines = [
-    '| scenario | rows | req/s | p50 ms | p99 ms | × form | × UPDATE | server CPU | server CPU ms/req | db CPU ms/req | load CPU | RSS MB | responses |',
-    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|',
+    '| scenario | rows | req/s | p50 ms | p99 ms | × form | × UPDATE | server CPU | server CPU ms/req | db CPU ms/req | WAL B/req | full pages/req | load CPU | RSS MB | responses |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|',
   ];
   for (const r of records) {
     const rate = r.result.requestsPerSecond;
     lines.push(
-      `| ${r.scenario} | ${int(r.rows)} | ${int(rate)} | ${ms(r.result.p50Ms)} | ${ms(r.result.p99Ms)} | ${ratio(r.vsForm)} | ${ratio(r.vsUpdate)} | ${share(r.serverCpu)} | ${perRequest(r.serverCpu, rate)} | ${perRequest(r.dbCpu, rate)} | ${share(r.result.loadCpu)} | ${r.memory ? r.memory.rssMb.toFixed(0) : ''} | ${formatMix(r.result.mix)}${r.result.waitsForDueCode > 0 ? ' (pool-bound: waited for a due code)' : ''} |`,
+      `| ${r.scenario} | ${int(r.rows)} | ${int(rate)} | ${ms(r.result.p50Ms)} | ${ms(r.result.p99Ms)} | ${ratio(r.vsForm)} | ${ratio(r.vsUpdate)} | ${share(r.serverCpu)} | ${perRequest(r.serverCpu, rate)} | ${perRequest(r.dbCpu, rate)} | ${walPerRequest(r.wal?.bytes, rate, 0)} | ${walPerRequest(r.wal?.fullPageImages, rate, 2)} | ${share(r.result.loadCpu)} | ${r.memory ? r.memory.rssMb.toFixed(0) : ''} | ${formatMix(r.result.mix)}${r.result.waitsForDueCode > 0 ? ' (pool-bound: waited for a due code)' : ''} |`,
     );
   }
   return lines.join('\n');

@@ -96,6 +96,13 @@ interface Target {
   ceilingsPort: number;
   /** PIDs of this run's PostgreSQL backends; null on the embedded database. */
   dbPids: (() => Promise<number[]>) | null;
+  /** PostgreSQL's WAL counters (cluster-wide: this run is the only writer while it measures). */
+  walCounters: (() => Promise<WalCounters>) | null;
+}
+
+interface WalCounters {
+  bytes: number;
+  fullPageImages: number;
 }
 
 /** The ceilings are served by test/bench/ceilings.ts, every other kind by the server. */
@@ -160,6 +167,7 @@ interface CpuSample {
   process: number | null;
   db: Map<number, number> | null;
   memory: { rssMb: number; peakMb: number } | null;
+  wal: WalCounters | null;
 }
 
 async function sampleCpu(target: Target, pid: number): Promise<CpuSample> {
@@ -167,13 +175,14 @@ async function sampleCpu(target: Target, pid: number): Promise<CpuSample> {
   const monotonicUs = Number(process.hrtime.bigint() / 1000n);
   const processCpu = cpuSecondsOf(pid);
   const memory = memoryOf(pid);
-  if (!target.dbPids) return { at, monotonicUs, process: processCpu, db: null, memory };
+  if (!target.dbPids) return { at, monotonicUs, process: processCpu, db: null, memory, wal: null };
   const db = new Map<number, number>();
   for (const dbPid of await target.dbPids()) {
     const seconds = cpuSecondsOf(dbPid);
     if (seconds !== null) db.set(dbPid, seconds);
   }
-  return { at, monotonicUs, process: processCpu, db, memory };
+  const wal = target.walCounters ? await target.walCounters() : null;
+  return { at, monotonicUs, process: processCpu, db, memory, wal };
 }
 
 function dbCpuBetween(start: CpuSample, end: CpuSample): number | null {
@@ -190,6 +199,8 @@ interface ScenarioRun {
   result: LoadResult;
   serverCpu: number | null;
   dbCpu: number | null;
+  /** WAL written per second of the measured window. */
+  wal: WalCounters | null;
   /** The process under load at the end of the measured window. */
   memory: { rssMb: number; peakMb: number } | null;
   /** performance.now() of the measured window's start, in this process. */
@@ -215,14 +226,18 @@ async function runLoad(target: Target, spec: LoadSpec): Promise<ScenarioRun> {
   const last = marks.end ? await marks.end : null;
   let serverCpu: number | null = null;
   let dbCpu: number | null = null;
+  let wal: WalCounters | null = null;
   if (first && last && last.at > first.at) {
     const wall = (last.at - first.at) / 1000;
+    if (first.wal && last.wal) {
+      wal = { bytes: (last.wal.bytes - first.wal.bytes) / wall, fullPageImages: (last.wal.fullPageImages - first.wal.fullPageImages) / wall };
+    }
     if (first.process !== null && last.process !== null) serverCpu = (last.process - first.process) / wall;
     const db = dbCpuBetween(first, last);
     dbCpu = db === null ? null : db / wall;
   }
   const window = first && last ? { fromUs: first.monotonicUs, toUs: last.monotonicUs } : null;
-  return { result, serverCpu, dbCpu, memory: last?.memory ?? null, startedAt: first?.at ?? performance.now(), window };
+  return { result, serverCpu, dbCpu, wal, memory: last?.memory ?? null, startedAt: first?.at ?? performance.now(), window };
 }
 
 /** With --profile: where the profiles go, and what the profiled scenarios leave. */
@@ -304,6 +319,7 @@ async function runPlan(target: Target, options: Options, profile: Profile, plans
       result: r,
       serverCpu: run.serverCpu,
       dbCpu: run.dbCpu,
+      wal: run.wal,
       memory: run.memory,
       vsForm: null,
       vsUpdate: null,
@@ -466,6 +482,15 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
           handle.db,
         )
       ).rows.map((row) => row.pid),
+    // The LSN counts bytes exactly; full-page images come from pg_stat_wal, which backends
+    // update about once a second, so that figure is approximate over a short window.
+    walCounters: async () => {
+      const row = (
+        await sql<{ bytes: string; full_page_images: string }>`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::text AS bytes,
+                 (SELECT wal_fpi FROM pg_stat_wal)::text AS full_page_images`.execute(handle.db)
+      ).rows[0];
+      return { bytes: Number(row?.bytes ?? NaN), fullPageImages: Number(row?.full_page_images ?? NaN) };
+    },
   };
 
   if (options.soak) {
@@ -505,6 +530,7 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
       result: run.result,
       serverCpu: run.serverCpu,
       dbCpu: run.dbCpu,
+      wal: run.wal,
       memory: run.memory,
       vsForm: null,
       vsUpdate: null,
@@ -552,6 +578,7 @@ async function embeddedPhase(options: Options, profile: Profile): Promise<{ reco
     ceilings: ceilings.child,
     ceilingsPort: ceilings.port,
     dbPids: null,
+    walCounters: null,
   };
   const records = withRatios(await runPlan(target, options, profile, plansFor(profile.rows, 0, options, profile, '', true), null)).map((r) => ({
     ...r,

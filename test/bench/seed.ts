@@ -60,9 +60,11 @@ export function chainsSql(from: number, to: number): string[] {
      SELECT ${uuidOf('user', 'u')}, 'bench-' || u::text || '@example.test', 'not-a-password-hash', 'Bench User ' || u::text
      FROM generate_series(${firstUser}::bigint, ${lastUser}::bigint) AS u
      ON CONFLICT (user_id) DO NOTHING`,
-    `INSERT INTO device_links (link_id, user_id, client_id, scopes, platform_name, auth_time, created_at, last_used_at, expires_at)
+    `INSERT INTO device_links (link_id, user_id, client_id, scopes, platform_name, auth_time, created_at, last_used_at, expires_at,
+                               current_refresh_hash)
      SELECT ${uuidOf('link', 'i')}, ${uuidOf('user', `i / ${CHAINS_PER_USER}`)}, '${TV_CLIENT_ID}', ${scopesOf('i')}, 'Bench TV',
-            now() - interval '1 day', now() - interval '1 day', now() - interval '1 hour', now() + interval '60 days'
+            now() - interval '1 day', now() - interval '1 day', now() - interval '1 hour', now() + interval '60 days',
+            ${hashOf(benchTokenSql('refreshToken', 'i'))}
      FROM ${series}`,
     `INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at)
      SELECT ${hashOf(benchTokenSql('refreshToken', 'i'))}, ${uuidOf('link', 'i')}, now() - interval '1 hour', now() + interval '60 days'

@@ -17,20 +17,23 @@ function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
-/** A fresh, migrated database: a clone of the template on PostgreSQL, an in-memory PGlite otherwise. */
-export async function createTestDatabase(): Promise<TestDatabase> {
+/**
+ * A fresh database: a clone of the migrated template on PostgreSQL, an in-memory PGlite
+ * otherwise. `{ migrated: false }` leaves it empty, for tests of the migrations themselves.
+ */
+export async function createTestDatabase({ migrated = true }: { migrated?: boolean } = {}): Promise<TestDatabase> {
   const serverUrl = process.env.TEST_DATABASE_URL;
   const template = inject('templateDatabase');
   if (!serverUrl || !template) {
     const handle = await connectDatabase({ dataDir: 'memory://' });
-    await migrateToLatest(handle.db);
+    if (migrated) await migrateToLatest(handle.db);
     return { handle, url: null, drop: () => handle.close() };
   }
   const name = `device_auth_t_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: serverUrl });
   await admin.connect();
   try {
-    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`);
+    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${migrated ? template : 'template0'}`);
     // The server prepares its statements, and PostgreSQL may switch a prepared statement to its
     // generic plan (parameters unknown) after five runs. Tests run the generic plan from the
     // first run, so a statement that only works with its parameters' values known (an ON CONFLICT

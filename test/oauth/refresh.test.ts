@@ -32,9 +32,13 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-async function liveRefreshTokensOf(linkId: string): Promise<number> {
-  const rows = await t.deps.db.selectFrom('refresh_tokens').select('token_hash').where('link_id', '=', linkId).where('replaced_at', 'is', null).execute();
-  return rows.length;
+const hex = (bytes: Uint8Array | null | undefined) => (bytes ? Buffer.from(bytes).toString('hex') : null);
+
+/** The refresh token the chain's link names as current (hex of its hash), and how many the chain was ever given. */
+async function chainTokensOf(linkId: string): Promise<{ current: string | null; issued: number }> {
+  const link = await t.deps.db.selectFrom('device_links').select('current_refresh_hash').where('link_id', '=', linkId).executeTakeFirstOrThrow();
+  const issued = await t.deps.db.selectFrom('refresh_tokens').select('token_hash').where('link_id', '=', linkId).execute();
+  return { current: hex(link.current_refresh_hash), issued: issued.length };
 }
 
 describe('POST /oauth/token with grant_type=refresh_token (RFC 6749 §6)', () => {
@@ -56,7 +60,7 @@ describe('POST /oauth/token with grant_type=refresh_token (RFC 6749 §6)', () =>
     expect(link.last_used_at).toEqual(t.clock.now());
     // The link lives as long as its newest refresh token.
     expect(link.expires_at).toEqual(new Date(t.clock.now().getTime() + 5_184_000_000));
-    expect(await liveRefreshTokensOf(link.link_id)).toBe(1);
+    expect(await chainTokensOf(link.link_id)).toEqual({ current: hex(hashOpaque(second.refresh_token!)), issued: 2 });
     expect(await eventsOf(t, link.link_id)).toEqual([
       { event: 'issued', reason: 'device_code', client_ip: '127.0.0.1' },
       { event: 'rotated', reason: null, client_ip: '127.0.0.1' },
@@ -71,7 +75,7 @@ describe('POST /oauth/token with grant_type=refresh_token (RFC 6749 §6)', () =>
       tokens = await refreshed(t, bot, tokens.refresh_token!);
     }
     expect(tokens.scope).toBe('profile offline_access');
-    expect(await liveRefreshTokensOf((await linkOf(t, tokens.refresh_token!)).link_id)).toBe(1);
+    expect(await chainTokensOf((await linkOf(t, tokens.refresh_token!)).link_id)).toEqual({ current: hex(hashOpaque(tokens.refresh_token!)), issued: 4 });
   });
 
   it('a refresh slides the expiry: a chain used every 59 days outlives REFRESH_TOKEN_TTL', async () => {
@@ -244,7 +248,10 @@ describe('racing refreshes with the same token', () => {
     const holder = new pg.Client({ connectionString: t.database.url });
     await holder.connect();
     await holder.query('BEGIN');
-    await holder.query('SELECT 1 FROM refresh_tokens WHERE token_hash = $1 FOR UPDATE', [hashOpaque(token)]);
+    // A rotation waits on its chain's link row, which names the current token.
+    await holder.query('SELECT 1 FROM device_links WHERE link_id = (SELECT link_id FROM refresh_tokens WHERE token_hash = $1) FOR UPDATE', [
+      hashOpaque(token),
+    ]);
     return async (waiters) => {
       try {
         for (let i = 0; i < 500; i++) {
@@ -282,14 +289,14 @@ describe('racing refreshes with the same token', () => {
       expect(loser.statusCode).toBe(400);
       expect(loser.json().error).toBe('invalid_grant');
     }
-    expect(await liveRefreshTokensOf(link.link_id)).toBeLessThanOrEqual(1);
+    const won: TokenSet = winners[0]!.json();
+    expect(await chainTokensOf(link.link_id)).toEqual({ current: hex(hashOpaque(won.refresh_token!)), issued: 2 });
     expect((await eventsOf(t, link.link_id)).map((e) => `${e.event} ${e.reason}`)).toEqual([
       'issued device_code',
       'rotated null',
       'revoked reuse_detected',
     ]);
     expect(await linkOf(t, tokens.refresh_token!)).toMatchObject({ revoked_reason: 'reuse_detected' });
-    const won: TokenSet = winners[0]!.json();
     await expectAllRefused(t, rs, tv, { access: [won.access_token], refresh: [won.refresh_token!] });
   });
 });

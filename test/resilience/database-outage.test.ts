@@ -482,10 +482,12 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
 
   async function checkChains(chains: Chain[]): Promise<void> {
     const db = database.handle.db;
-    // No chain has two live refresh tokens.
-    const doubled = await sql<{ link_id: string }>`
-      SELECT link_id FROM refresh_tokens WHERE replaced_at IS NULL GROUP BY link_id HAVING count(*) > 1`.execute(db);
-    expect(doubled.rows).toEqual([]);
+    // Every link names as current a token the chain was given (a rotation never half-happened).
+    const dangling = await sql<{ link_id: string }>`
+      SELECT l.link_id FROM device_links l
+      WHERE l.current_refresh_hash IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.token_hash = l.current_refresh_hash AND r.link_id = l.link_id)`.execute(db);
+    expect(dangling.rows).toEqual([]);
 
     for (const chain of chains) {
       expect(chain.rotations).toBeGreaterThan(0);
@@ -494,14 +496,13 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
         expect(chain.refused.afterUncertain, chain.refused.body).toBe(true);
         continue;
       }
-      // The token the client holds is its chain's one live token, and it still works.
-      const live = await db
-        .selectFrom('refresh_tokens')
-        .select('token_hash')
+      // The token the client holds is the one its chain's link names as current, and it still works.
+      const link = await db
+        .selectFrom('device_links')
+        .select('current_refresh_hash')
         .where('link_id', '=', (eb) => eb.selectFrom('refresh_tokens').select('link_id').where('token_hash', '=', hashOpaque(chain.current.refresh_token!)))
-        .where('replaced_at', 'is', null)
-        .execute();
-      expect(live.map((r) => Buffer.from(r.token_hash).toString('hex'))).toEqual([Buffer.from(hashOpaque(chain.current.refresh_token!)).toString('hex')]);
+        .executeTakeFirstOrThrow();
+      expect(Buffer.from(link.current_refresh_hash ?? []).toString('hex')).toEqual(Buffer.from(hashOpaque(chain.current.refresh_token!)).toString('hex'));
       expect((await refreshOverHttp(server.url, tv, chain.current.refresh_token!)).status).toBe(200);
     }
   }

@@ -11,7 +11,7 @@ import {
 import { DISABLED_APP, refuseIfDisabled, type Client } from '../client-auth.js';
 import { accessDenied, authorizationPending, expiredToken, invalidClient, invalidGrant, slowDown } from '../errors.js';
 import { signIdToken } from '../id-token.js';
-import { issueOpaqueTokens, receivesRefreshTokens } from '../issuance.js';
+import { mintOpaqueTokens, receivesRefreshTokens, storeOpaqueTokens } from '../issuance.js';
 import { DEVICE_CODE_GRANT } from '../metadata.js';
 import { toTokenResponse, type TokenResponse } from '../token-response.js';
 import { hashOpaque } from '../tokens.js';
@@ -58,6 +58,7 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       return { kind: 'banned' as const };
     }
     const withRefresh = receivesRefreshTokens(client.kind);
+    const tokens = mintOpaqueTokens(withRefresh);
     const linkId = await insertDeviceLink(trx, {
       user_id: redeemed.user_id,
       client_id: client.clientId,
@@ -69,9 +70,10 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       created_at: now,
       last_used_at: now,
       expires_at: addSeconds(now, withRefresh ? deps.config.refreshTokenTtl : deps.config.accessTokenTtl),
+      current_refresh_hash: tokens.refresh?.hash ?? null,
     });
     await setDeviceRequestLink(trx, poll.request_id, linkId);
-    const tokens = await issueOpaqueTokens(trx, deps, linkId, redeemed.scopes, withRefresh, now);
+    await storeOpaqueTokens(trx, deps, linkId, redeemed.scopes, tokens, now);
     await insertLinkEvent(trx, {
       link_id: linkId,
       user_id: redeemed.user_id,
@@ -96,9 +98,9 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
   if (outcome.kind === 'lost') throw invalidGrant('this device_code has already been used');
   if (outcome.kind === 'banned') throw accessDenied(DENIAL_TEXT.user_banned);
   return toTokenResponse({
-    accessToken: outcome.tokens.accessToken,
+    accessToken: outcome.tokens.access.value,
     expiresIn: deps.config.accessTokenTtl,
-    refreshToken: outcome.tokens.refreshToken,
+    refreshToken: outcome.tokens.refresh?.value ?? null,
     scopes: outcome.scopes,
     idToken: outcome.idToken,
   });

@@ -1,0 +1,69 @@
+import { Migrator, sql, type Kysely } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrations } from '../../migrations/index.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+
+const BEFORE_CURRENT_ON_LINK = '2026-11-22T01-00-00_fewer_writes_per_request';
+
+const hash = (label: string) => Buffer.from(label.padEnd(32, '.'));
+const hex = (bytes: Uint8Array | null) => (bytes ? Buffer.from(bytes).toString('hex') : null);
+
+describe('migration 2026-11-22T02-00-00_current_refresh_token_on_link', () => {
+  let database: TestDatabase;
+  let db: Kysely<any>;
+  let migrator: Migrator;
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrated: false });
+    db = database.handle.db as unknown as Kysely<any>;
+    migrator = new Migrator({
+      db,
+      provider: { getMigrations: async () => migrations },
+      migrationTableName: 'schema_migrations',
+      migrationLockTableName: 'schema_migrations_lock',
+    });
+  });
+  afterAll(() => database.drop());
+
+  it('moves each chain’s unreplaced token onto its link, and back down again', async () => {
+    const before = await migrator.migrateTo(BEFORE_CURRENT_ON_LINK);
+    expect(before.error).toBeUndefined();
+    const link = (n: number) => `00000000-0000-4000-8000-0000000000a${n}`;
+    await sql`INSERT INTO users (user_id, email, password_hash) VALUES ('00000000-0000-4000-8000-000000000001', 'm@example.test', 'x')`.execute(db);
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes) VALUES ('tv_m', 'M', 'tv', 'public', '{profile}')`.execute(db);
+    for (const n of [1, 2]) {
+      await sql`INSERT INTO device_links (link_id, user_id, client_id, scopes, auth_time, created_at, last_used_at, expires_at)
+                VALUES (${link(n)}, '00000000-0000-4000-8000-000000000001', 'tv_m', '{profile}', now(), now(), now(), now() + interval '1 day')`.execute(db);
+    }
+    await sql`INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at, replaced_at) VALUES
+                (${hash('old')}, ${link(1)}, now() - interval '2 hours', now() + interval '1 day', now() - interval '1 hour'),
+                (${hash('current')}, ${link(1)}, now() - interval '1 hour', now() + interval '1 day', NULL)`.execute(db);
+
+    const up = await migrator.migrateToLatest();
+    expect(up.error).toBeUndefined();
+    const links = await sql<{ link_id: string; current_refresh_hash: Uint8Array | null }>`
+      SELECT link_id::text, current_refresh_hash FROM device_links ORDER BY link_id`.execute(db);
+    expect(links.rows.map((l) => [l.link_id.slice(-2), hex(l.current_refresh_hash)])).toEqual([
+      ['a1', hex(hash('current'))],
+      // A chain that never had a refresh token names none.
+      ['a2', null],
+    ]);
+    const columns = await sql<{ column_name: string }>`
+      SELECT column_name FROM information_schema.columns WHERE table_name = 'refresh_tokens' ORDER BY column_name`.execute(db);
+    expect(columns.rows.map((c) => c.column_name)).toEqual(['created_at', 'expires_at', 'link_id', 'token_hash']);
+
+    const down = await migrator.migrateTo(BEFORE_CURRENT_ON_LINK);
+    expect(down.error).toBeUndefined();
+    const tokens = await sql<{ token_hash: Uint8Array; replaced: boolean }>`
+      SELECT token_hash, replaced_at IS NOT NULL AS replaced FROM refresh_tokens ORDER BY created_at`.execute(db);
+    expect(tokens.rows.map((r) => [hex(r.token_hash), r.replaced])).toEqual([
+      [hex(hash('old')), true],
+      [hex(hash('current')), false],
+    ]);
+    // The partial unique index is back: a second current token on the chain is refused.
+    await expect(
+      sql`INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at)
+          VALUES (${hash('another')}, ${link(1)}, now(), now() + interval '1 day')`.execute(db),
+    ).rejects.toThrow(/refresh_tokens_one_current_per_link/);
+  });
+});
