@@ -1,6 +1,41 @@
 import { sql } from 'kysely';
+import { compiledOnce } from '../db/compiled-statement.js';
 import type { Database } from '../db/connect.js';
 import type { DeniedReason, DeviceRequestStatus, NewDeviceRequest } from '../db/schema.js';
+
+/** What a code issuance stores; the platform texts are null when the device sent none. */
+type DeviceRequestValues = Pick<
+  Required<NewDeviceRequest>,
+  | 'device_code_hash'
+  | 'user_code_hmac'
+  | 'client_id'
+  | 'scopes'
+  | 'platform_name'
+  | 'platform_description'
+  | 'platform_icon'
+  | 'phrase'
+  | 'phrase_choices'
+  | 'interval_seconds'
+  | 'created_at'
+  | 'expires_at'
+>;
+
+const insertDeviceRequestStatement = compiledOnce<{ request_id: string }, DeviceRequestValues>(
+  (r) => sql`
+    INSERT INTO device_requests (device_code_hash, user_code_hmac, client_id, scopes, platform_name,
+                                 platform_description, platform_icon, phrase, phrase_choices,
+                                 interval_seconds, created_at, expires_at)
+    SELECT ${r.device_code_hash}, ${r.user_code_hmac}, c.client_id, ${r.scopes}::text[],
+           ${r.platform_name}::text, ${r.platform_description}::text,
+           ${r.platform_icon}::text, ${r.phrase}::text, ${r.phrase_choices}::text[],
+           ${r.interval_seconds}::integer, ${r.created_at}::timestamptz, ${r.expires_at}::timestamptz
+    FROM clients c
+    WHERE c.client_id = ${r.client_id} AND c.disabled_at IS NULL
+    -- The status is a literal, not a parameter, so that PostgreSQL matches the partial unique index
+    -- even in the generic plan of the prepared statement.
+    ON CONFLICT (user_code_hmac) WHERE status = 'pending' DO NOTHING
+    RETURNING request_id`,
+);
 
 /**
  * Inserts a request while its app is enabled, in one statement. Returns false when nothing was
@@ -9,22 +44,8 @@ import type { DeniedReason, DeviceRequestStatus, NewDeviceRequest } from '../db/
  * Written as SQL rather than with the query builder: on the code issuance path, building this
  * statement's query tree cost about a sixth of the server's CPU (npm run bench -- --profile).
  */
-export async function insertDeviceRequest(db: Database, request: NewDeviceRequest): Promise<boolean> {
-  const inserted = await sql<{ request_id: string }>`
-    INSERT INTO device_requests (device_code_hash, user_code_hmac, client_id, scopes, platform_name,
-                                 platform_description, platform_icon, phrase, phrase_choices,
-                                 interval_seconds, created_at, expires_at)
-    SELECT ${request.device_code_hash}, ${request.user_code_hmac}, c.client_id, ${request.scopes}::text[],
-           ${request.platform_name ?? null}::text, ${request.platform_description ?? null}::text,
-           ${request.platform_icon ?? null}::text, ${request.phrase}::text, ${request.phrase_choices}::text[],
-           ${request.interval_seconds}::integer, ${request.created_at}::timestamptz, ${request.expires_at}::timestamptz
-    FROM clients c
-    WHERE c.client_id = ${request.client_id} AND c.disabled_at IS NULL
-    -- The status is a literal, not a parameter, so that PostgreSQL matches the partial unique index
-    -- even in the generic plan of the prepared statement.
-    ON CONFLICT (user_code_hmac) WHERE status = 'pending' DO NOTHING
-    RETURNING request_id`.execute(db);
-  return inserted.rows.length > 0;
+export async function insertDeviceRequest(db: Database, request: DeviceRequestValues): Promise<boolean> {
+  return (await insertDeviceRequestStatement(db, request)).rows.length > 0;
 }
 
 export interface PollOutcome {
@@ -46,26 +67,30 @@ export interface PollOutcome {
  * the previous poll. Two polls of one code at once: the second waits for the first's row lock and
  * is then evaluated again against the row the first wrote (READ COMMITTED), so it counts as too soon.
  */
+// The time is one parameter, named once (this_call.at), rather than one per use.
+const tooSoon = sql<boolean>`d.status = 'pending'
+  AND this_call.at < coalesce(d.last_polled_at, d.created_at) + make_interval(secs => d.interval_seconds)`;
+
+const recordDevicePollStatement = compiledOnce<PollOutcome, { deviceCodeHash: Uint8Array; clientId: string; now: Date }>(
+  (p) => sql`
+    UPDATE device_requests d
+    SET last_polled_at = this_call.at,
+        last_poll_too_fast = ${tooSoon},
+        interval_seconds = d.interval_seconds + CASE WHEN ${tooSoon} THEN 5 ELSE 0 END
+    FROM clients c, (SELECT ${p.now}::timestamptz AS at) this_call
+    WHERE d.device_code_hash = ${p.deviceCodeHash} AND d.client_id = ${p.clientId} AND c.client_id = d.client_id
+    RETURNING d.request_id::text AS request_id, c.disabled_at IS NOT NULL AS client_disabled, d.status,
+              d.denied_reason, d.expires_at <= this_call.at AS expired, d.last_poll_too_fast AS throttled,
+              d.interval_seconds`,
+);
+
 export async function recordDevicePoll(
   db: Database,
   deviceCodeHash: Uint8Array,
   clientId: string,
   now: Date,
 ): Promise<PollOutcome | undefined> {
-  // The time is one parameter, named once (this_call.at), rather than one per use.
-  const tooSoon = sql<boolean>`d.status = 'pending'
-    AND this_call.at < coalesce(d.last_polled_at, d.created_at) + make_interval(secs => d.interval_seconds)`;
-  const result = await sql<PollOutcome>`
-    UPDATE device_requests d
-    SET last_polled_at = this_call.at,
-        last_poll_too_fast = ${tooSoon},
-        interval_seconds = d.interval_seconds + CASE WHEN ${tooSoon} THEN 5 ELSE 0 END
-    FROM clients c, (SELECT ${now}::timestamptz AS at) this_call
-    WHERE d.device_code_hash = ${deviceCodeHash} AND d.client_id = ${clientId} AND c.client_id = d.client_id
-    RETURNING d.request_id::text AS request_id, c.disabled_at IS NOT NULL AS client_disabled, d.status,
-              d.denied_reason, d.expires_at <= this_call.at AS expired, d.last_poll_too_fast AS throttled,
-              d.interval_seconds`.execute(db);
-  return result.rows[0];
+  return (await recordDevicePollStatement(db, { deviceCodeHash, clientId, now })).rows[0];
 }
 
 /**

@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { compiledOnce } from '../db/compiled-statement.js';
 import type { Database } from '../db/connect.js';
 
 export interface RotationInput {
@@ -48,16 +49,15 @@ export interface RotationOutcome {
  * presented token, so it rotates nothing, while `presented` still shows the statement's
  * snapshot, in which the token looked current.
  */
-export async function rotateRefreshToken(db: Database, input: RotationInput): Promise<RotationOutcome | undefined> {
-  const scopes = input.scopes;
-  const result = await sql<RotationOutcome>`
+const rotateStatement = compiledOnce<RotationOutcome, RotationInput>(
+  (input) => sql`
     WITH presented AS (
       SELECT r.link_id, l.client_id, l.user_id, l.scopes, l.auth_time, u.email, u.name,
              l.current_refresh_hash IS DISTINCT FROM r.token_hash AS replaced,
              r.expires_at <= this_call.at AS expired,
              (l.revoked_at IS NULL AND u.banned_at IS NULL AND c.disabled_at IS NULL) AS live,
              c.disabled_at IS NOT NULL AS client_disabled,
-             (${scopes}::text[] IS NULL OR ${scopes}::text[] <@ l.scopes) AS scope_ok,
+             (${input.scopes}::text[] IS NULL OR ${input.scopes}::text[] <@ l.scopes) AS scope_ok,
              this_call.at
       FROM (SELECT ${input.now}::timestamptz AS at) this_call, refresh_tokens r
       JOIN device_links l ON l.link_id = r.link_id
@@ -68,7 +68,7 @@ export async function rotateRefreshToken(db: Database, input: RotationInput): Pr
     rotated AS (
       UPDATE device_links l
       SET current_refresh_hash = ${input.refreshHash}, last_used_at = p.at, expires_at = ${input.refreshExpiresAt},
-          scopes = coalesce(${scopes}::text[], l.scopes)
+          scopes = coalesce(${input.scopes}::text[], l.scopes)
       FROM presented p
       WHERE l.link_id = p.link_id
         AND l.current_refresh_hash = ${input.presentedHash} AND l.revoked_at IS NULL
@@ -89,6 +89,9 @@ export async function rotateRefreshToken(db: Database, input: RotationInput): Pr
     )
     SELECT p.link_id, p.client_id, p.user_id, p.replaced, p.expired, p.live, p.client_disabled, p.scope_ok,
            p.scopes, p.auth_time, p.email, p.name, EXISTS (SELECT 1 FROM rotated) AS rotated
-    FROM presented p`.execute(db);
-  return result.rows[0];
+    FROM presented p`,
+);
+
+export async function rotateRefreshToken(db: Database, input: RotationInput): Promise<RotationOutcome | undefined> {
+  return (await rotateStatement(db, input)).rows[0];
 }
