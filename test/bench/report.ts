@@ -99,7 +99,7 @@ export function scenarioTable(records: ScenarioRecord[]): string {
   for (const r of records) {
     const rate = r.result.requestsPerSecond;
     lines.push(
-      `| ${r.scenario} | ${int(r.rows)} | ${int(rate)} | ${ms(r.result.p50Ms)} | ${ms(r.result.p99Ms)} | ${ratio(r.vsForm)} | ${ratio(r.vsUpdate)} | ${share(r.serverCpu)} | ${perRequest(r.serverCpu, rate)} | ${perRequest(r.dbCpu, rate)} | ${walPerRequest(r.wal?.bytes, rate, 0)} | ${walPerRequest(r.wal?.fullPageImages, rate, 2)} | ${share(r.result.loadCpu)} | ${r.memory ? r.memory.rssMb.toFixed(0) : ''} | ${formatMix(r.result.mix)}${r.result.waitsForDueCode > 0 ? ' (pool-bound: waited for a due code)' : ''} |`,
+      `| ${r.scenario} | ${int(r.rows)} | ${int(rate)} | ${ms(r.result.p50Ms)} | ${ms(r.result.p99Ms)} | ${ratio(r.vsForm)} | ${ratio(r.vsUpdate)} | ${share(r.serverCpu)} | ${perRequest(r.serverCpu, rate)} | ${perRequest(r.dbCpu, rate)} | ${walPerRequest(r.wal?.bytes, rate, 0)} | ${walPerRequest(r.wal?.fullPageImages, rate, 2)} | ${share(r.result.loadCpu)} | ${r.memory ? r.memory.rssMb.toFixed(0) : ''} | ${formatMix(r.result.mix)}${r.result.waitsForDueCode > 0 ? ' (pool-bound: waited for a due code)' : ''}${r.result.poolCycledInWarmup === false ? ' (warm-up ended before every code was polled once)' : ''} |`,
     );
   }
   return lines.join('\n');

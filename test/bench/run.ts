@@ -217,7 +217,7 @@ async function runLoad(target: Target, spec: LoadSpec): Promise<ScenarioRun> {
     if (line === '@@mark start') marks.start = sampleCpu(target, underLoad.pid);
     else if (line === '@@mark end') marks.end = sampleCpu(target, underLoad.pid);
   });
-  const stdout = await runToEnd(child, spec.warmupMs + spec.durationMs + spec.timeoutMs + 60_000);
+  const stdout = await runToEnd(child, Math.max(spec.warmupMs, spec.warmupLimitMs) + spec.durationMs + spec.timeoutMs + 60_000);
   for (const served of [target.server, target.ceilings]) {
     if (served && served.process.exitCode !== null) throw new Error(`${served.name} exited during ${spec.label}:\n${served.output()}`);
   }
@@ -294,6 +294,7 @@ async function runPlan(target: Target, options: Options, profile: Profile, plans
       port: isCeiling(plan.kind) ? target.ceilingsPort : target.serverPort,
       connections: options.connections,
       warmupMs: profile.warmupMs,
+      warmupLimitMs: profile.warmupLimitMs,
       durationMs: profile.durationMs,
       maxRequests: profile.maxRequests,
       timeoutMs: REQUEST_TIMEOUT_MS,
@@ -307,7 +308,10 @@ async function runPlan(target: Target, options: Options, profile: Profile, plans
     log(`${target.database}: ${plan.scenario} (${plan.rows.toLocaleString('en')} rows)`);
     const run = profiling && !isCeiling(plan.kind) ? await runProfiled(target, spec, profiling, options) : await runLoad(target, spec);
     const r = run.result;
-    log(`  ${Math.round(r.requestsPerSecond)} req/s, p50 ${r.p50Ms.toFixed(2)} ms, p99 ${r.p99Ms.toFixed(2)} ms, load CPU ${r.loadCpu.toFixed(2)}`);
+    log(
+      `  ${Math.round(r.requestsPerSecond)} req/s, p50 ${r.p50Ms.toFixed(2)} ms, p99 ${r.p99Ms.toFixed(2)} ms, load CPU ${r.loadCpu.toFixed(2)}, warm-up ${r.warmupSeconds.toFixed(1)} s`,
+    );
+    if (r.poolCycledInWarmup === false) log('  warning: the warm-up ended before every code of the pool was polled once');
     if (r.loadCpu > 0.9) log('  warning: the load generator was near a full core; this figure may be its limit, not the server');
     if (r.waitsForDueCode > 0) log(`  warning: no code was due ${r.waitsForDueCode} times: the pool, not the server, capped this rate`);
     records.push({
@@ -504,6 +508,7 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
       port: server.port,
       connections: options.connections,
       warmupMs: profile.warmupMs,
+      warmupLimitMs: profile.warmupLimitMs,
       durationMs: profile.soakMs,
       maxRequests: 10_000_000,
       timeoutMs: REQUEST_TIMEOUT_MS,
@@ -769,6 +774,7 @@ async function main(): Promise<number> {
       connections: options.connections,
       DATABASE_POOL_SIZE: options.poolSize,
       'warm-up s': profile.warmupMs / 1000,
+      'poll warm-up': `until every code of the pool was polled once (its first write since the seed's checkpoint), at most ${profile.warmupLimitMs / 1000} s`,
       'measured s': (options.soak ? profile.soakMs : profile.durationMs) / 1000,
       'poll pool': Math.min(profile.pollPool, profile.rows),
       'rate limits': `${RAISED_LIMITS.RATE_LIMIT_TOKEN_PER_CLIENT} (≥ 1000 per window: counted in memory)`,

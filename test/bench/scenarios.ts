@@ -25,6 +25,11 @@ export interface LoadSpec {
   port: number;
   connections: number;
   warmupMs: number;
+  /**
+   * poll: the warm-up goes on past warmupMs until every code of the pool has been polled once
+   * (at most this long in all), so the measured window sees the pool's steady state.
+   */
+  warmupLimitMs: number;
   durationMs: number;
   /** Measured requests at most; the run ends at whichever bound comes first. */
   maxRequests: number;
@@ -58,6 +63,10 @@ export interface LoadResult {
   p90Ms: number;
   p99Ms: number;
   maxMs: number;
+  /** How long the warm-up lasted. */
+  warmupSeconds: number;
+  /** poll: whether every code of the pool was polled once before the measured window began. */
+  poolCycledInWarmup: boolean | null;
   /** Measured responses by status and OAuth error code (or transport failure). */
   mix: Record<string, number>;
   /** The same over warm-up and measurement together. */
