@@ -17,7 +17,11 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
 
 FROM node:20-bookworm-slim
+# The JavaScript heap is capped well above the server's live data (about 40 MB under load): left
+# to size itself on a large machine, V8 grew it to 110 MB of mostly garbage before collecting,
+# and the process past 200 MB. Raise it if you run with much larger in-memory state.
 ENV NODE_ENV=production \
+    NODE_OPTIONS="--max-old-space-size=256" \
     HOST=0.0.0.0 \
     PORT=3000 \
     DATA_DIR=/data

@@ -34,9 +34,11 @@ as_app=()
 if [ "$(id -u)" = 0 ]; then as_app=(setpriv --reuid=nobody --regid=nogroup --clear-groups --); fi
 
 CMD=$(sed -n 's/^CMD \["sh", "-c", "\(.*\)"\]$/\1/p' Dockerfile)
+IMAGE_NODE_OPTIONS=$(sed -n 's/^ *NODE_OPTIONS="\([^"]*\)".*$/\1/p' Dockerfile)
+[ -n "$IMAGE_NODE_OPTIONS" ] || { echo "cannot read the Dockerfile's NODE_OPTIONS"; exit 1; }
 [ -n "$CMD" ] || { echo "cannot read the Dockerfile's CMD"; exit 1; }
-echo "running the image's CMD: $CMD"
-(cd "$IMAGE_DIR" && exec "${as_app[@]}" env -i PATH="$PATH" NODE_ENV=production HOST=127.0.0.1 PORT=$PORT \
+echo "running the image's CMD with NODE_OPTIONS=$IMAGE_NODE_OPTIONS: $CMD"
+(cd "$IMAGE_DIR" && exec "${as_app[@]}" env -i PATH="$PATH" NODE_ENV=production NODE_OPTIONS="$IMAGE_NODE_OPTIONS" HOST=127.0.0.1 PORT=$PORT \
   ISSUER="http://127.0.0.1:$PORT" DATABASE_URL="$IMAGE_URL" LOG_LEVEL=warn sh -c "$CMD") &
 SERVER_PID=$!
 

@@ -42,6 +42,17 @@ const SERVER = path.join(ROOT, 'dist/src/server.js');
 const bench = (file: string) => ['--import', 'tsx', path.join(ROOT, 'test/bench', file)];
 const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
 
+/**
+ * The server runs with the image's NODE_OPTIONS (its heap cap), read from the Dockerfile so that
+ * the benchmark measures the process as it is deployed.
+ */
+function imageNodeOptions(): string {
+  const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+  const options = /^\s*NODE_OPTIONS="([^"]*)"/m.exec(dockerfile)?.[1];
+  if (options === undefined) throw new Error('the Dockerfile sets no NODE_OPTIONS="..." for the benchmark to run the server with');
+  return options;
+}
+
 /** Rate limits the single load-generator address would hit; ≥ 1000 per window, so counted in memory. */
 const RAISED_LIMITS = {
   RATE_LIMIT_DEVICE_CODE_PER_IP: '100000000/60',
@@ -125,6 +136,7 @@ async function startServer(
     ...('url' in database ? { DATABASE_URL: database.url, DATABASE_POOL_SIZE: String(poolSize) } : { DATA_DIR: database.dataDir }),
     DEVICE_POLL_INTERVAL: '1',
     PURGE_INTERVAL: '0',
+    NODE_OPTIONS: imageNodeOptions(),
     ...RAISED_LIMITS,
   });
   const child = spawnChild(name, SERVER_CORE, [...nodeArgs, SERVER], env);
@@ -778,7 +790,7 @@ async function main(): Promise<number> {
       'measured s': (options.soak ? profile.soakMs : profile.durationMs) / 1000,
       'poll pool': Math.min(profile.pollPool, profile.rows),
       'rate limits': `${RAISED_LIMITS.RATE_LIMIT_TOKEN_PER_CLIENT} (≥ 1000 per window: counted in memory)`,
-      server: 'dist/src/server.js, NODE_ENV=production, LOG_LEVEL=warn, DEVICE_POLL_INTERVAL=1, PURGE_INTERVAL=0',
+      server: `dist/src/server.js, NODE_ENV=production, NODE_OPTIONS=${imageNodeOptions()} (the Dockerfile's), LOG_LEVEL=warn, DEVICE_POLL_INTERVAL=1, PURGE_INTERVAL=0`,
       ...(options.cpuProfile
         ? { 'CPU profile': 'node --cpu-prof (1 ms sampling), a fresh server per scenario, no server RSS; the server figures include the profiler' }
         : {}),
