@@ -469,7 +469,10 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
   const handle: DatabaseHandle = await connectDatabase({ databaseUrl: url, dataDir: 'unused', poolSize: 2 });
   cleanups.push(() => handle.close());
   const execute = (statement: string) => sql.raw(statement).execute(handle.db).then(() => undefined);
-  const version = (await sql<{ server_version: string }>`SHOW server_version`.execute(handle.db)).rows[0]?.server_version ?? 'unknown';
+  const serverVersion = (await sql<{ server_version: string }>`SHOW server_version`.execute(handle.db)).rows[0]?.server_version ?? 'unknown';
+  // The buffer cache decides how much of the 1,000,000-row data set a lookup finds in memory.
+  const sharedBuffers = (await sql<{ shared_buffers: string }>`SHOW shared_buffers`.execute(handle.db)).rows[0]?.shared_buffers ?? 'unknown';
+  const version = `${serverVersion}, shared_buffers ${sharedBuffers}`;
 
   await migrateToLatest(handle.db);
   const base = { pending: profile.rows, chains: profile.rows };
