@@ -46,12 +46,12 @@ const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
  * The server runs with the image's NODE_OPTIONS (its heap cap), read from the Dockerfile so that
  * the benchmark measures the process as it is deployed.
  */
-function imageNodeOptions(): string {
+const IMAGE_NODE_OPTIONS = (() => {
   const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
   const options = /^\s*NODE_OPTIONS="([^"]*)"/m.exec(dockerfile)?.[1];
   if (options === undefined) throw new Error('the Dockerfile sets no NODE_OPTIONS="..." for the benchmark to run the server with');
   return options;
-}
+})();
 
 /** Rate limits the single load-generator address would hit; ≥ 1000 per window, so counted in memory. */
 const RAISED_LIMITS = {
@@ -136,7 +136,7 @@ async function startServer(
     ...('url' in database ? { DATABASE_URL: database.url, DATABASE_POOL_SIZE: String(poolSize) } : { DATA_DIR: database.dataDir }),
     DEVICE_POLL_INTERVAL: '1',
     PURGE_INTERVAL: '0',
-    NODE_OPTIONS: imageNodeOptions(),
+    NODE_OPTIONS: IMAGE_NODE_OPTIONS,
     ...RAISED_LIMITS,
   });
   const child = spawnChild(name, SERVER_CORE, [...nodeArgs, SERVER], env);
@@ -205,6 +205,14 @@ function dbCpuBetween(start: CpuSample, end: CpuSample): number | null {
     if (later !== null && later !== undefined) total += later - seconds;
   }
   return total;
+}
+
+/** A scenario's record from its run; ratios to the ceilings are filled in per phase (withRatios). */
+function recordOf(
+  run: ScenarioRun,
+  about: Pick<ScenarioRecord, 'id' | 'scenario' | 'kind' | 'database' | 'rows'>,
+): ScenarioRecord {
+  return { ...about, result: run.result, serverCpu: run.serverCpu, dbCpu: run.dbCpu, wal: run.wal, memory: run.memory, vsForm: null, vsUpdate: null };
 }
 
 interface ScenarioRun {
@@ -326,20 +334,7 @@ async function runPlan(target: Target, options: Options, profile: Profile, plans
     if (r.poolCycledInWarmup === false) log('  warning: the warm-up ended before every code of the pool was polled once');
     if (r.loadCpu > 0.9) log('  warning: the load generator was near a full core; this figure may be its limit, not the server');
     if (r.waitsForDueCode > 0) log(`  warning: no code was due ${r.waitsForDueCode} times: the pool, not the server, capped this rate`);
-    records.push({
-      id: plan.id,
-      scenario: plan.scenario,
-      kind: plan.kind,
-      database: target.database,
-      rows: plan.rows,
-      result: r,
-      serverCpu: run.serverCpu,
-      dbCpu: run.dbCpu,
-      wal: run.wal,
-      memory: run.memory,
-      vsForm: null,
-      vsUpdate: null,
-    });
+    records.push(recordOf(run, { id: plan.id, scenario: plan.scenario, kind: plan.kind, database: target.database, rows: plan.rows }));
   }
   return records;
 }
@@ -541,20 +536,13 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
       p99Ms: m.p99Ms,
       rssMb: median(rss.filter((s) => s.at >= run.startedAt + m.minute * 60_000 && s.at < run.startedAt + (m.minute + 1) * 60_000).map((s) => s.rssMb)),
     }));
-    const record: ScenarioRecord = {
+    const record = recordOf(run, {
       id: 'soak',
       scenario: `poll soak (${profile.soakMs / 60_000} min)`,
       kind: 'poll',
       database: 'postgres',
       rows: profile.rows,
-      result: run.result,
-      serverCpu: run.serverCpu,
-      dbCpu: run.dbCpu,
-      wal: run.wal,
-      memory: run.memory,
-      vsForm: null,
-      vsUpdate: null,
-    };
+    });
     const memory = await memoryAfter('postgres', server.child);
     const logs = [keepServerLog(options, 'postgres', server.child)].filter((kept) => kept !== null);
     return { records: [record], memory, logs, profiles: null, rs256: null, soak: { minutes }, version };
@@ -793,7 +781,7 @@ async function main(): Promise<number> {
       'measured s': (options.soak ? profile.soakMs : profile.durationMs) / 1000,
       'poll pool': Math.min(profile.pollPool, profile.rows),
       'rate limits': `${RAISED_LIMITS.RATE_LIMIT_TOKEN_PER_CLIENT} (≥ 1000 per window: counted in memory)`,
-      server: `dist/src/server.js, NODE_ENV=production, NODE_OPTIONS=${imageNodeOptions()} (the Dockerfile's), LOG_LEVEL=warn, DEVICE_POLL_INTERVAL=1, PURGE_INTERVAL=0`,
+      server: `dist/src/server.js, NODE_ENV=production, NODE_OPTIONS=${IMAGE_NODE_OPTIONS} (the Dockerfile's), LOG_LEVEL=warn, DEVICE_POLL_INTERVAL=1, PURGE_INTERVAL=0`,
       ...(options.cpuProfile
         ? { 'CPU profile': 'node --cpu-prof (1 ms sampling), a fresh server per scenario, no server RSS; the server figures include the profiler' }
         : {}),
