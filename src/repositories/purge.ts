@@ -8,26 +8,30 @@ import type { DB } from '../db/schema.js';
  */
 
 /**
- * Deletes the rows whose `key` the sub-select `pick` names, at most `limit` of them.
+ * Deletes at most `limit` rows of `table` that meet `condition`, picked by their `key`.
  *
  * `= ANY (ARRAY(...))` rather than `IN (SELECT ...)`: statements are prepared, and in a generic
  * plan (LIMIT unknown) PostgreSQL turned the IN form into a hash join over a sequential scan of
  * the whole table, for every batch. The array form is always an index lookup per picked key.
+ * The condition is checked again on each row the DELETE reaches, so a row changed since the
+ * pick (a rate limit counter renewed into a new window, say) is left alone.
  */
-export async function deleteUpTo(db: Database, table: keyof DB, key: string, pick: RawBuilder<unknown>, limit: number): Promise<number> {
+export async function deleteUpTo(db: Database, table: keyof DB, key: string, condition: RawBuilder<boolean>, limit: number): Promise<number> {
   const result = await sql`
-    DELETE FROM ${sql.table(table)} WHERE ${sql.ref(key)} = ANY (ARRAY(${pick} LIMIT ${limit}))`.execute(db);
+    DELETE FROM ${sql.table(table)}
+    WHERE ${sql.ref(key)} = ANY (ARRAY(SELECT ${sql.ref(key)} FROM ${sql.table(table)} WHERE ${condition} LIMIT ${limit}))
+      AND ${condition}`.execute(db);
   return Number(result.numAffectedRows ?? 0n);
 }
 
 export const deleteExpiredDeviceRequests = (db: Database, before: Date, limit: number) =>
-  deleteUpTo(db, 'device_requests', 'request_id', sql`SELECT request_id FROM device_requests WHERE expires_at < ${before}`, limit);
+  deleteUpTo(db, 'device_requests', 'request_id', sql<boolean>`expires_at < ${before}`, limit);
 
 export const deleteExpiredBrowserSessions = (db: Database, before: Date, limit: number) =>
-  deleteUpTo(db, 'browser_sessions', 'session_hash', sql`SELECT session_hash FROM browser_sessions WHERE expires_at < ${before}`, limit);
+  deleteUpTo(db, 'browser_sessions', 'session_hash', sql<boolean>`expires_at < ${before}`, limit);
 
 export const deleteExpiredAccessTokens = (db: Database, before: Date, limit: number) =>
-  deleteUpTo(db, 'access_tokens', 'token_hash', sql`SELECT token_hash FROM access_tokens WHERE expires_at < ${before}`, limit);
+  deleteUpTo(db, 'access_tokens', 'token_hash', sql<boolean>`expires_at < ${before}`, limit);
 
 /**
  * Chains that ended (revoked or expired) before `before`; their refresh tokens, old ones
@@ -35,5 +39,4 @@ export const deleteExpiredAccessTokens = (db: Database, before: Date, limit: num
  * deleted on their own: reuse detection needs them for as long as the chain lives.
  */
 export const deleteEndedLinks = (db: Database, before: Date, limit: number) =>
-  deleteUpTo(db, 'device_links', 'link_id',
-    sql`SELECT link_id FROM device_links WHERE (revoked_at IS NOT NULL AND revoked_at < ${before}) OR expires_at < ${before}`, limit);
+  deleteUpTo(db, 'device_links', 'link_id', sql<boolean>`((revoked_at IS NOT NULL AND revoked_at < ${before}) OR expires_at < ${before})`, limit);

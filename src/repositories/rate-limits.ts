@@ -28,4 +28,4 @@ export async function readRateLimitHits(db: Database, key: string, windowStart: 
 }
 
 export const deleteStaleRateLimitCounters = (db: Database, before: Date, limit: number) =>
-  deleteUpTo(db, 'rate_limit_counters', 'key', sql`SELECT key FROM rate_limit_counters WHERE window_start < ${before}`, limit);
+  deleteUpTo(db, 'rate_limit_counters', 'key', sql<boolean>`window_start < ${before}`, limit);
