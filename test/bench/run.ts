@@ -691,6 +691,8 @@ function checksOf(records: ScenarioRecord[]): Verdict[] {
       goal: '≤ 0.1%',
       pass: total > failed && unexpected <= (total - failed) * 0.001,
     });
+    // A window that never opened (a warm-up that never ended, say) would otherwise pass on its warm-up's answers.
+    verdicts.push({ name: `${r.id}: the measured window has answers`, value: String(r.result.requests), goal: '> 0', pass: r.result.requests > 0 });
     if (failed > 0) {
       verdicts.push({ name: `${r.id}: transport failures`, value: `${failed} of ${total}`, goal: '≤ 1%', pass: failed <= total * 0.01 });
     }
