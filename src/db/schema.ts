@@ -105,6 +105,9 @@ export interface RefreshTokensTable {
 export interface AccessTokensTable {
   token_hash: Uint8Array;
   link_id: string;
+  /** The chain's user and app, copied from its link (fixed for the chain's life). */
+  user_id: string;
+  client_id: string;
   scopes: string[];
   created_at: Timestamp;
   expires_at: Timestamp;

@@ -1,7 +1,7 @@
 import type { Transaction } from 'kysely';
-import type { Database } from '../db/connect.js';
 import type { DB } from '../db/schema.js';
 import type { Deps } from '../deps.js';
+import { deleteAccessTokensOfLinks } from '../repositories/access-tokens.js';
 import { insertLinkEvents, revokeLiveLinks, type RevokedLink } from '../repositories/device-links.js';
 
 /** Why a chain ended, as recorded in link_events. */
@@ -13,18 +13,27 @@ export type RevocationReason =
   | 'user_banned';
 
 /**
- * Revokes whole chains (device links): every refresh and access token on them stops at once,
- * because a token is live only while its link is. Records one event per chain.
+ * Revokes whole chains (device links), in the caller's transaction: their refresh tokens stop
+ * because a rotation needs a live link, and their access tokens are deleted, so both stop at the
+ * commit. Records one event per chain.
  */
 export async function revokeChains(
-  db: Database | Transaction<DB>,
+  trx: Transaction<DB>,
   filter: { linkId?: string; userId?: string; clientId?: string },
   reason: RevocationReason,
   context: { now: Date; ip: string | null },
 ): Promise<RevokedLink[]> {
-  const revoked = await revokeLiveLinks(db, filter, reason, context.now);
+  const revoked = await revokeLiveLinks(trx, filter, reason, context.now);
+  // A statement of its own, after the links are locked: a rotation that committed while this
+  // transaction waited for a link's lock added an access token this statement's (newer) snapshot
+  // sees. In the same statement as the UPDATE (one CTE, one snapshot) that token would survive.
+  // A rotation that comes after the lock finds the link revoked and adds none.
+  await deleteAccessTokensOfLinks(
+    trx,
+    revoked.map((link) => link.link_id),
+  );
   await insertLinkEvents(
-    db,
+    trx,
     revoked.map((link) => ({
       link_id: link.link_id,
       user_id: link.user_id,

@@ -24,18 +24,27 @@ export function mintOpaqueTokens(withRefreshToken: boolean): OpaqueTokens {
   };
 }
 
+/** A new chain: its link, and the user and app it joins. */
+export interface NewChain {
+  linkId: string;
+  userId: string;
+  clientId: string;
+  scopes: string[];
+}
+
 /** Stores the tokens' hashes on their link (whose current_refresh_hash already names the refresh token). */
 export async function storeOpaqueTokens(
   trx: Transaction<DB>,
   deps: Deps,
-  linkId: string,
-  scopes: string[],
+  { linkId, userId, clientId, scopes }: NewChain,
   { access, refresh }: OpaqueTokens,
   now: Date,
 ): Promise<void> {
   await insertAccessToken(trx, {
     token_hash: access.hash,
     link_id: linkId,
+    user_id: userId,
+    client_id: clientId,
     scopes,
     created_at: now,
     expires_at: addSeconds(now, deps.config.accessTokenTtl),

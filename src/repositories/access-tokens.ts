@@ -1,6 +1,8 @@
 import { sql } from 'kysely';
 import { compiledOnce } from '../db/compiled-statement.js';
+import type { Transaction } from 'kysely';
 import type { Database } from '../db/connect.js';
+import type { DB } from '../db/schema.js';
 
 interface LiveToken {
   scopes: string[];
@@ -14,18 +16,19 @@ interface LiveToken {
 }
 
 /**
- * The one rule for a live access token: unexpired, its link (chain) not revoked, its user not
- * banned and its app not disabled. One indexed join, so a revocation or sign-out takes effect on
- * the very next request with no cache to invalidate.
+ * The one rule for a live access token: stored (revoking its chain deletes it, in the revoking
+ * transaction: see revokeChains), unexpired, its user not banned and its app not disabled. Point
+ * lookups read on every call, so a revocation or sign-out takes effect on the very next request
+ * with no cache to invalidate. The chain's wide device_links row is not read: the token carries
+ * its user and app.
  */
 const liveToken = (p: { tokenHash: Uint8Array; now: Date }) => sql<LiveToken>`
-  SELECT a.scopes, a.created_at, a.expires_at, l.link_id, l.user_id, l.client_id, u.email, u.name
+  SELECT a.scopes, a.created_at, a.expires_at, a.link_id, a.user_id, a.client_id, u.email, u.name
   FROM access_tokens a
-  JOIN device_links l ON l.link_id = a.link_id
-  JOIN users u ON u.user_id = l.user_id
-  JOIN clients c ON c.client_id = l.client_id
+  JOIN users u ON u.user_id = a.user_id
+  JOIN clients c ON c.client_id = a.client_id
   WHERE a.token_hash = ${p.tokenHash} AND a.expires_at > ${p.now}
-    AND l.revoked_at IS NULL AND u.banned_at IS NULL AND c.disabled_at IS NULL`;
+    AND u.banned_at IS NULL AND c.disabled_at IS NULL`;
 
 const liveTokenStatement = compiledOnce(liveToken);
 
@@ -50,4 +53,11 @@ const liveTokenForCallerStatement = compiledOnce((p: { tokenHash: Uint8Array; no
  */
 export async function findLiveAccessTokenForCaller(db: Database, tokenHash: Uint8Array, now: Date, callerId: string) {
   return (await liveTokenForCallerStatement(db, { tokenHash, now, callerId })).rows[0];
+}
+
+/** Deletes every access token of the given chains; returns how many. */
+export async function deleteAccessTokensOfLinks(trx: Transaction<DB>, linkIds: string[]): Promise<number> {
+  if (linkIds.length === 0) return 0;
+  const result = await trx.deleteFrom('access_tokens').where('link_id', 'in', linkIds).executeTakeFirst();
+  return Number(result.numDeletedRows);
 }

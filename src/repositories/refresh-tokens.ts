@@ -80,8 +80,8 @@ const rotateStatement = compiledOnce<RotationOutcome, RotationInput>(
       SELECT ${input.refreshHash}, link_id, at, ${input.refreshExpiresAt} FROM rotated
     ),
     access AS (
-      INSERT INTO access_tokens (token_hash, link_id, scopes, created_at, expires_at)
-      SELECT ${input.accessHash}, link_id, scopes, at, ${input.accessExpiresAt} FROM rotated
+      INSERT INTO access_tokens (token_hash, link_id, user_id, client_id, scopes, created_at, expires_at)
+      SELECT ${input.accessHash}, link_id, user_id, client_id, scopes, at, ${input.accessExpiresAt} FROM rotated
     ),
     event AS (
       INSERT INTO link_events (link_id, user_id, client_id, event, client_ip, created_at)

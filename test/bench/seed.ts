@@ -69,8 +69,8 @@ export function chainsSql(from: number, to: number): string[] {
     `INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at)
      SELECT ${hashOf(benchTokenSql('refreshToken', 'i'))}, ${uuidOf('link', 'i')}, now() - interval '1 hour', now() + interval '60 days'
      FROM ${series}`,
-    `INSERT INTO access_tokens (token_hash, link_id, scopes, created_at, expires_at)
-     SELECT ${hashOf(benchTokenSql('accessToken', 'i'))}, ${uuidOf('link', 'i')}, ${scopesOf('i')}, now() - interval '1 minute', now() + interval '1 day'
+    `INSERT INTO access_tokens (token_hash, link_id, user_id, client_id, scopes, created_at, expires_at)
+     SELECT ${hashOf(benchTokenSql('accessToken', 'i'))}, ${uuidOf('link', 'i')}, ${uuidOf('user', `i / ${CHAINS_PER_USER}`)}, '${TV_CLIENT_ID}', ${scopesOf('i')}, now() - interval '1 minute', now() + interval '1 day'
      FROM ${series}`,
   ];
 }

@@ -30,9 +30,10 @@ beforeAll(async () => {
     const revoked = await signIn(t, tv, user.userId);
     await revoke(t, tv, revoked.access_token);
     const signedOut = await signIn(t, tv, user.userId);
-    await revokeChains(t.deps.db, { linkId: (await linkOf(t, signedOut.access_token)).link_id }, 'signed_out_by_user', { now: t.clock.now(), ip: '203.0.113.7' });
+    const signedOutLink = (await linkOf(t, signedOut.access_token)).link_id;
+    await t.deps.db.transaction().execute((trx) => revokeChains(trx, { linkId: signedOutLink }, 'signed_out_by_user', { now: t.clock.now(), ip: '203.0.113.7' }));
     await signIn(t, tv, user.userId);
-    await revokeChains(t.deps.db, { userId: user.userId, clientId: tv.clientId }, 'access_removed', { now: t.clock.now(), ip: '203.0.113.8' });
+    await t.deps.db.transaction().execute((trx) => revokeChains(trx, { userId: user.userId, clientId: tv.clientId }, 'access_removed', { now: t.clock.now(), ip: '203.0.113.8' }));
     await signIn(t, tv, user.userId);
     await banUser(t.deps.db, user.email, t.clock.now());
   } finally {

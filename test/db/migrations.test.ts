@@ -8,24 +8,28 @@ const BEFORE_CURRENT_ON_LINK = '2026-11-22T01-00-00_fewer_writes_per_request';
 const hash = (label: string) => Buffer.from(label.padEnd(32, '.'));
 const hex = (bytes: Uint8Array | null) => (bytes ? Buffer.from(bytes).toString('hex') : null);
 
-describe('migration 2026-11-22T02-00-00_current_refresh_token_on_link', () => {
-  let database: TestDatabase;
-  let db: Kysely<any>;
-  let migrator: Migrator;
-
+/** A database with no migration applied yet, and a migrator that moves it to any of ours. */
+function unmigratedDatabase() {
+  const state = {} as { database: TestDatabase; db: Kysely<any>; migrator: Migrator };
   beforeAll(async () => {
-    database = await createTestDatabase({ migrated: false });
-    db = database.handle.db as unknown as Kysely<any>;
-    migrator = new Migrator({
-      db,
+    state.database = await createTestDatabase({ migrated: false });
+    state.db = state.database.handle.db as unknown as Kysely<any>;
+    state.migrator = new Migrator({
+      db: state.db,
       provider: { getMigrations: async () => migrations },
       migrationTableName: 'schema_migrations',
       migrationLockTableName: 'schema_migrations_lock',
     });
   });
-  afterAll(() => database.drop());
+  afterAll(() => state.database.drop());
+  return state;
+}
+
+describe('migration 2026-11-22T02-00-00_current_refresh_token_on_link', () => {
+  const state = unmigratedDatabase();
 
   it('moves each chain’s unreplaced token onto its link, and back down again', async () => {
+    const { db, migrator } = state;
     const before = await migrator.migrateTo(BEFORE_CURRENT_ON_LINK);
     expect(before.error).toBeUndefined();
     const link = (n: number) => `00000000-0000-4000-8000-0000000000a${n}`;
@@ -65,5 +69,41 @@ describe('migration 2026-11-22T02-00-00_current_refresh_token_on_link', () => {
       sql`INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at)
           VALUES (${hash('another')}, ${link(1)}, now(), now() + interval '1 day')`.execute(db),
     ).rejects.toThrow(/refresh_tokens_one_current_per_link/);
+  });
+});
+
+describe('migration 2026-11-22T03-00-00_access_tokens_name_their_user_and_app', () => {
+  const BEFORE = '2026-11-22T02-00-00_current_refresh_token_on_link';
+  const USER = '00000000-0000-4000-8000-000000000002';
+  const link = (n: number) => `00000000-0000-4000-8000-0000000000b${n}`;
+  const state = unmigratedDatabase();
+
+  it('copies each live chain’s user and app onto its access tokens, drops those of revoked chains, and goes back down', async () => {
+    const { db, migrator } = state;
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    await sql`INSERT INTO users (user_id, email, password_hash) VALUES (${USER}, 'n@example.test', 'x')`.execute(db);
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes) VALUES ('tv_n', 'N', 'tv', 'public', '{profile}')`.execute(db);
+    for (const [n, revokedAt] of [[1, null], [2, new Date()]] as const) {
+      await sql`INSERT INTO device_links (link_id, user_id, client_id, scopes, auth_time, created_at, last_used_at, expires_at, revoked_at)
+                VALUES (${link(n)}, ${USER}, 'tv_n', '{profile}', now(), now(), now(), now() + interval '1 day', ${revokedAt})`.execute(db);
+      await sql`INSERT INTO access_tokens (token_hash, link_id, scopes, created_at, expires_at)
+                VALUES (${hash(`at${n}`)}, ${link(n)}, '{profile}', now(), now() + interval '1 hour')`.execute(db);
+    }
+
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    const tokens = await sql<{ token_hash: Uint8Array; user_id: string; client_id: string }>`
+      SELECT token_hash, user_id::text, client_id FROM access_tokens`.execute(db);
+    expect(tokens.rows.map((r) => [hex(r.token_hash), r.user_id, r.client_id])).toEqual([[hex(hash('at1')), USER, 'tv_n']]);
+    // Both copies are required from now on.
+    await expect(
+      sql`INSERT INTO access_tokens (token_hash, link_id, scopes, created_at, expires_at)
+          VALUES (${hash('no-user')}, ${link(1)}, '{profile}', now(), now() + interval '1 hour')`.execute(db),
+    ).rejects.toThrow(/user_id/);
+
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    const columns = await sql<{ column_name: string }>`
+      SELECT column_name FROM information_schema.columns WHERE table_name = 'access_tokens' ORDER BY column_name`.execute(db);
+    expect(columns.rows.map((c) => c.column_name)).toEqual(['created_at', 'expires_at', 'link_id', 'scopes', 'token_hash']);
+    expect((await sql<{ n: number }>`SELECT count(*)::int AS n FROM access_tokens`.execute(db)).rows[0]!.n).toBe(1);
   });
 });

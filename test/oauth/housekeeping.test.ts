@@ -1,10 +1,10 @@
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { purgeExpired, type PurgeOptions } from '../../src/oauth/housekeeping.js';
 import { startAnonymousSession } from '../../src/accounts/sessions.js';
 import { revokeChains } from '../../src/oauth/chains.js';
 import { deleteStaleRateLimitCounters } from '../../src/repositories/rate-limits.js';
 import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
+import { holdLocks } from '../helpers/lock-holder.js';
 import { decide, poll, startDeviceFlow } from '../helpers/device.js';
 import { linkOf, refresh, refreshed, rotatedChain } from '../helpers/tokens.js';
 
@@ -83,7 +83,7 @@ describe('purge of expired state', () => {
   it('keeps a revoked chain for LINK_RETENTION, then deletes it with its tokens and events', async () => {
     await signedInDevice();
     const links = await count('device_links');
-    await revokeChains(t.deps.db, { userId: user.userId }, 'signed_out_by_user', { now: t.clock.now(), ip: null });
+    await t.deps.db.transaction().execute((trx) => revokeChains(trx, { userId: user.userId }, 'signed_out_by_user', { now: t.clock.now(), ip: null }));
     expect((await purgeExpired(t.deps.db, t.clock.now(), options)).links).toBe(0);
     t.clock.advance(86400 + 1);
     expect((await purgeExpired(t.deps.db, t.clock.now(), options)).links).toBe(links);
@@ -103,26 +103,11 @@ describe('a purge racing a write', () => {
     const now = t.clock.now();
     const stale = new Date(now.getTime() - 2 * 86_400_000);
     await t.deps.db.insertInto('rate_limit_counters').values({ key: 'purge-race', window_start: stale, hits: 7 }).execute();
-    const holder = new pg.Client({ connectionString: t.database.url! });
-    await holder.connect();
-    try {
-      await holder.query('BEGIN');
-      await holder.query("UPDATE rate_limit_counters SET window_start = $1, hits = 1 WHERE key = 'purge-race'", [now]);
-      const purging = deleteStaleRateLimitCounters(t.deps.db, new Date(now.getTime() - 86_400_000), 10);
-      for (let i = 0; i < 200; i++) {
-        // Inside a transaction, pg_stat_activity is read once unless the snapshot is cleared.
-        await holder.query('SELECT pg_stat_clear_snapshot()');
-        const { rows } = await holder.query(
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        );
-        if (rows[0].n > 0) break;
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      await holder.query('COMMIT');
-      expect(await purging).toBe(0);
-    } finally {
-      await holder.end();
-    }
+    const holder = await holdLocks(t.database.url!);
+    await holder.query("UPDATE rate_limit_counters SET window_start = $1, hits = 1 WHERE key = 'purge-race'", [now]);
+    const purging = deleteStaleRateLimitCounters(t.deps.db, new Date(now.getTime() - 86_400_000), 10);
+    await holder.commitWhenWaiting(1);
+    expect(await purging).toBe(0);
     const kept = await t.deps.db.selectFrom('rate_limit_counters').select('hits').where('key', '=', 'purge-race').executeTakeFirst();
     expect(kept).toEqual({ hits: 1 });
   });

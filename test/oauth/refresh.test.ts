@@ -1,9 +1,9 @@
 import { createLocalJWKSet, jwtVerify } from 'jose';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { banUser } from '../../src/accounts/bans.js';
 import { hashOpaque } from '../../src/oauth/tokens.js';
 import { seedClient, seedUser, type TestApp } from '../helpers/app.js';
+import { holdLocks } from '../helpers/lock-holder.js';
 import {
   ALL_SCOPES as ALL,
   eventsOf,
@@ -245,29 +245,12 @@ describe('racing refreshes with the same token', () => {
    */
   async function holdTokenRow(token: string): Promise<(waiters: number) => Promise<void>> {
     if (!t.database.url) return async () => {};
-    const holder = new pg.Client({ connectionString: t.database.url });
-    await holder.connect();
-    await holder.query('BEGIN');
+    const holder = await holdLocks(t.database.url);
     // A rotation waits on its chain's link row, which names the current token.
     await holder.query('SELECT 1 FROM device_links WHERE link_id = (SELECT link_id FROM refresh_tokens WHERE token_hash = $1) FOR UPDATE', [
       hashOpaque(token),
     ]);
-    return async (waiters) => {
-      try {
-        for (let i = 0; i < 500; i++) {
-          // Inside a transaction, pg_stat_activity is read once unless the snapshot is cleared.
-          await holder.query('SELECT pg_stat_clear_snapshot()');
-          const { rows } = await holder.query(
-            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-          );
-          if (rows[0].n >= waiters) break;
-          await new Promise((resolve) => setTimeout(resolve, 10));
-        }
-        await holder.query('COMMIT');
-      } finally {
-        await holder.end();
-      }
-    };
+    return (waiters) => holder.commitWhenWaiting(waiters);
   }
 
   /**

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mintOpaque, TOKEN_PREFIX } from '../../src/oauth/tokens.js';
 import { FORM, basicAuth, form, type TestApp } from '../helpers/app.js';
+import { holdLocks } from '../helpers/lock-holder.js';
 import {
   ALL_SCOPES as ALL,
   eventsOf,
@@ -81,6 +83,44 @@ describe('POST /oauth/revoke (RFC 7009)', () => {
     expect(await introspection(t, rs, tokens.access_token)).toEqual({ active: false });
     expect((await userinfo(t, tokens.access_token)).statusCode).toBe(401);
     expect((await refresh(t, tv, tokens.refresh_token!)).json().error).toBe('invalid_grant');
+  });
+});
+
+describe('a revoked chain keeps no access token', () => {
+  const accessTokensOf = async (linkId: string) =>
+    (await t.deps.db.selectFrom('access_tokens').select('link_id').where('link_id', '=', linkId).execute()).length;
+
+  it('revoking a chain deletes every access token it was given', async () => {
+    const chain = await rotatedChain(tv);
+    const link = await linkOf(t, chain.second.refresh_token!);
+    expect(await accessTokensOf(link.link_id)).toBe(2);
+    expectEmpty200(await revoke(t, tv, chain.second.refresh_token!));
+    expect(await accessTokensOf(link.link_id)).toBe(0);
+  });
+
+  /**
+   * A rotation holds its chain's link row while it adds the chain's next access token. Another
+   * connection plays that rotation here: it locks the link, adds an access token and commits
+   * once the revocation waits on the lock. The revocation must delete that token too.
+   */
+  it.skipIf(!process.env.TEST_DATABASE_URL)('an access token committed while the revocation waited on its chain is deleted too', async () => {
+    const tokens = await signIn(t, tv, user.userId, ALL);
+    const link = await linkOf(t, tokens.refresh_token!);
+    const late = mintOpaque(TOKEN_PREFIX.accessToken);
+    const holder = await holdLocks(t.database.url!);
+    await holder.query('UPDATE device_links SET last_used_at = now() WHERE link_id = $1', [link.link_id]);
+    await holder.query(
+      `INSERT INTO access_tokens (token_hash, link_id, user_id, client_id, scopes, created_at, expires_at)
+       SELECT $1, link_id, user_id, client_id, scopes, now(), now() + interval '1 hour' FROM device_links WHERE link_id = $2`,
+      [late.hash, link.link_id],
+    );
+    const revoking = revoke(t, tv, tokens.refresh_token!);
+    await holder.commitWhenWaiting(1);
+    expectEmpty200(await revoking);
+
+    expect(await accessTokensOf(link.link_id)).toBe(0);
+    expect(await introspection(t, rs, late.value)).toEqual({ active: false });
+    expect((await userinfo(t, late.value)).statusCode).toBe(401);
   });
 });
 

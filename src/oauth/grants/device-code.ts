@@ -73,7 +73,7 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       current_refresh_hash: tokens.refresh?.hash ?? null,
     });
     await setDeviceRequestLink(trx, poll.request_id, linkId);
-    await storeOpaqueTokens(trx, deps, linkId, redeemed.scopes, tokens, now);
+    await storeOpaqueTokens(trx, deps, { linkId, userId: redeemed.user_id, clientId: client.clientId, scopes: redeemed.scopes }, tokens, now);
     await insertLinkEvent(trx, {
       link_id: linkId,
       user_id: redeemed.user_id,
