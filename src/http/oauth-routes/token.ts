@@ -6,6 +6,7 @@ import { identifyClient } from '../../oauth/client-auth.js';
 import { OAuthError, unsupportedGrantType } from '../../oauth/errors.js';
 import { grants } from '../../oauth/grants/index.js';
 import { parseForm } from '../form.js';
+import { sendOAuthError } from '../plugins/error-handler.js';
 import { consumeOAuthLimits } from '../rate-limit.js';
 import { clientCredentials } from './client-credentials.js';
 
@@ -29,8 +30,14 @@ export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
     try {
       response = await grant.handle(deps, client, parameters, { ip: request.ip });
     } catch (error) {
+      if (error instanceof OAuthError) {
+        deps.metrics.tokenRequests.inc({ grant_type: grant.grantType, outcome: error.error });
+        // Most polls end here (authorization_pending): answered directly, as the error handler
+        // would, without a rejected promise's trip through fastify's error path.
+        return sendOAuthError(reply, error);
+      }
       // Named as the error handler will answer it.
-      const outcome = error instanceof OAuthError ? error.error : isDatabaseUnavailable(error) ? 'temporarily_unavailable' : 'server_error';
+      const outcome = isDatabaseUnavailable(error) ? 'temporarily_unavailable' : 'server_error';
       deps.metrics.tokenRequests.inc({ grant_type: grant.grantType, outcome });
       throw error;
     }

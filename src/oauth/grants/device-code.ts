@@ -29,6 +29,9 @@ const DENIAL_TEXT = {
   user_banned: 'the user may not sign in',
 } as const;
 
+/** Most polls' answer, the same every time: made once rather than on each of them. */
+const STILL_PENDING = Object.freeze(authorizationPending('the user has not finished yet'));
+
 /**
  * RFC 8628 §3.4 / §3.5. Every poll is one statement that records it and applies slow_down; only
  * the poll that finds the request approved opens a transaction, which flips it to redeemed and
@@ -47,7 +50,7 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
   if (poll.status === 'denied') throw accessDenied(DENIAL_TEXT[poll.denied_reason ?? 'user_denied']);
   if (poll.expired) throw expiredToken('the device_code has expired; request a new code');
   if (poll.throttled) throw slowDown(`polling too fast; wait at least ${poll.interval_seconds} seconds between polls`);
-  if (poll.status === 'pending') throw authorizationPending('the user has not finished yet');
+  if (poll.status === 'pending') throw STILL_PENDING;
 
   const outcome = await deps.db.transaction().execute(async (trx) => {
     const redeemed = await redeemApprovedRequest(trx, poll.request_id, now);
