@@ -31,15 +31,14 @@ const insertDeviceRequestStatement = compiledOnce<{ request_id: string }, Device
            ${r.interval_seconds}::integer, ${r.created_at}::timestamptz, ${r.expires_at}::timestamptz
     FROM clients c
     WHERE c.client_id = ${r.client_id} AND c.disabled_at IS NULL
-    -- The status is a literal, not a parameter, so that PostgreSQL matches the partial unique index
-    -- even in the generic plan of the prepared statement.
-    ON CONFLICT (user_code_hmac) WHERE status = 'pending' DO NOTHING
+    -- A user code names one request while the request is kept, whatever its status.
+    ON CONFLICT (user_code_hmac) DO NOTHING
     RETURNING request_id`,
 );
 
 /**
  * Inserts a request while its app is enabled, in one statement. Returns false when nothing was
- * inserted: the user code collided with a live one, or the app is disabled.
+ * inserted: the user code is one a kept request already has, or the app is disabled.
  *
  * Written as SQL rather than with the query builder: on the code issuance path, building this
  * statement's query tree cost about a sixth of the server's CPU (npm run bench -- --profile).
@@ -135,7 +134,7 @@ export async function denyRedeemedForBannedUser(db: Database, requestId: string,
     .execute();
 }
 
-/** The request a typed user code names: the live one if any, otherwise the latest that had it. */
+/** The request a typed user code names (one at most: a code is unique among kept requests). */
 export async function findDeviceRequestByUserCode(db: Database, userCodeHmac: Uint8Array) {
   return db
     .selectFrom('device_requests as d')
@@ -156,9 +155,6 @@ export async function findDeviceRequestByUserCode(db: Database, userCodeHmac: Ui
       'c.disabled_at as client_disabled_at',
     ])
     .where('d.user_code_hmac', '=', userCodeHmac)
-    .orderBy(sql`d.status = 'pending'`, 'desc')
-    .orderBy('d.created_at', 'desc')
-    .limit(1)
     .executeTakeFirst();
 }
 

@@ -107,3 +107,43 @@ describe('migration 2026-11-22T03-00-00_access_tokens_name_their_user_and_app', 
     expect((await sql<{ n: number }>`SELECT count(*)::int AS n FROM access_tokens`.execute(db)).rows[0]!.n).toBe(1);
   });
 });
+
+describe('migration 2026-11-22T04-00-00_one_request_per_user_code', () => {
+  const BEFORE = '2026-11-22T03-00-00_access_tokens_name_their_user_and_app';
+  const state = unmigratedDatabase();
+  const insertRequest = (db: Kysely<any>, label: string, userCode: string, status: string) =>
+    sql`INSERT INTO device_requests (device_code_hash, user_code_hmac, client_id, scopes, phrase, phrase_choices, status,
+                                     interval_seconds, created_at, expires_at)
+        VALUES (${hash(label)}, ${hash(userCode)}, 'tv_u', '{profile}', 'AmberFalcon', '{AmberFalcon,QuietHarbor,BraveOtter}',
+                ${status}, 5, now(), now() + interval '10 minutes')`.execute(db);
+  const userCodes = async (db: Kysely<any>) =>
+    (await sql<{ device_code_hash: Uint8Array; user_code_hmac: Uint8Array }>`
+      SELECT device_code_hash, user_code_hmac FROM device_requests ORDER BY request_id`.execute(db)).rows.map((r) => [
+      hex(r.device_code_hash),
+      hex(r.user_code_hmac),
+    ]);
+
+  it('leaves a code drawn twice with its newest request, makes codes unique, and goes back down', async () => {
+    const { db, migrator } = state;
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes) VALUES ('tv_u', 'U', 'tv', 'public', '{profile}')`.execute(db);
+    // The old rule let a code come back once its request was no longer pending.
+    await insertRequest(db, 'first', 'shared', 'denied');
+    await insertRequest(db, 'second', 'shared', 'pending');
+    await insertRequest(db, 'other', 'own', 'approved');
+
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    const [first, second, other] = await userCodes(db);
+    expect(second).toEqual([hex(hash('second')), hex(hash('shared'))]);
+    expect(other).toEqual([hex(hash('other')), hex(hash('own'))]);
+    expect(first![0]).toBe(hex(hash('first')));
+    expect(first![1]).not.toBe(hex(hash('shared')));
+    // Now a code is unique among kept requests, whatever their status.
+    await expect(insertRequest(db, 'third', 'own', 'pending')).rejects.toThrow(/device_requests_one_per_user_code/);
+
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    // Down: only pending codes are unique again.
+    await insertRequest(db, 'third', 'own', 'pending');
+    await expect(insertRequest(db, 'fourth', 'own', 'pending')).rejects.toThrow(/device_requests_live_user_code/);
+  });
+});

@@ -4,6 +4,8 @@ import { basicAuth, seedClient, seedUser, startTestApp, type TestApp } from '../
 import { decide, poll, requestDeviceCode, startDeviceFlow } from '../helpers/device.js';
 import { setClientDisabledAt } from '../../src/repositories/clients.js';
 import { hashOpaque } from '../../src/oauth/tokens.js';
+import { userCodeHmac } from '../../src/oauth/device/user-code.js';
+import { findDeviceRequestByUserCode, insertDeviceRequest } from '../../src/repositories/device-requests.js';
 
 
 let t: TestApp;
@@ -65,6 +67,30 @@ describe('POST /oauth/device/code (RFC 8628 §3.1, §3.2)', () => {
       seen.add(body.user_code);
     }
     expect(seen.size).toBe(20);
+  });
+
+  it('a user code names one request while it is kept: a decided request\'s code is never drawn again', async () => {
+    const body = await startDeviceFlow(t, tv.clientId);
+    await decide(t, body.user_code, user.userId, 'deny');
+    const hmac = userCodeHmac(t.deps.secrets.userCodeKey, body.user_code);
+    const now = t.clock.now();
+    const again = await insertDeviceRequest(t.deps.db, {
+      device_code_hash: hashOpaque('da_dc_another-device'),
+      user_code_hmac: hmac,
+      client_id: tv.clientId,
+      scopes: ['profile'],
+      platform_name: null,
+      platform_description: null,
+      platform_icon: null,
+      phrase: 'AmberFalcon',
+      phrase_choices: ['AmberFalcon', 'QuietHarbor', 'BraveOtter'],
+      interval_seconds: 5,
+      created_at: now,
+      expires_at: new Date(now.getTime() + 600_000),
+    });
+    expect(again).toBe(false);
+    // Typed again from the TV's old screen, the code still finds the denied request, not a new one.
+    expect(await findDeviceRequestByUserCode(t.deps.db, hmac)).toMatchObject({ status: 'denied' });
   });
 
   it.each([

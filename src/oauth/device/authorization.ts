@@ -27,7 +27,10 @@ export interface DeviceAuthorizationResponse {
   confirmation_phrase: string;
 }
 
-/** A collision among ~2.6 × 10^10 codes is rare; a few tries make a failure practically impossible. */
+/**
+ * A code is unique among kept requests (until an hour past their expiry). A collision among
+ * ~2.6 × 10^10 codes is rare; a few tries make a failure practically impossible.
+ */
 const USER_CODE_ATTEMPTS = 5;
 
 export async function requestDeviceAuthorization(
@@ -61,7 +64,7 @@ export async function requestDeviceAuthorization(
       expires_at: addSeconds(now, config.deviceCodeTtl),
     });
     if (!stored) {
-      // Disabled since it was identified, or a user code collision: only the first needs a look.
+      // Disabled since it was identified, or the user code is taken: only the first needs a look.
       await refuseIfDisabled(deps.clients, client);
       continue;
     }
