@@ -1,6 +1,5 @@
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import { compiledOnce } from '../db/compiled-statement.js';
-import type { Transaction } from 'kysely';
 import type { Database } from '../db/connect.js';
 import type { DB } from '../db/schema.js';
 
@@ -55,9 +54,15 @@ export async function findLiveAccessTokenForCaller(db: Database, tokenHash: Uint
   return (await liveTokenForCallerStatement(db, { tokenHash, now, callerId })).rows[0];
 }
 
-/** Deletes every access token of the given chains; returns how many. */
+/**
+ * Deletes every access token of the given chains; returns how many. One array parameter, so the
+ * statement's text (and its prepared plan) is the same however many chains a ban revokes.
+ */
 export async function deleteAccessTokensOfLinks(trx: Transaction<DB>, linkIds: string[]): Promise<number> {
   if (linkIds.length === 0) return 0;
-  const result = await trx.deleteFrom('access_tokens').where('link_id', 'in', linkIds).executeTakeFirst();
+  const result = await trx
+    .deleteFrom('access_tokens')
+    .where(sql<boolean>`link_id = ANY(${linkIds}::uuid[])`)
+    .executeTakeFirst();
   return Number(result.numDeletedRows);
 }
