@@ -28,10 +28,7 @@ export async function revokeChains(
   // transaction waited for a link's lock added an access token this statement's (newer) snapshot
   // sees. In the same statement as the UPDATE (one CTE, one snapshot) that token would survive.
   // A rotation that comes after the lock finds the link revoked and adds none.
-  await deleteAccessTokensOfLinks(
-    trx,
-    revoked.map((link) => link.link_id),
-  );
+  await deleteAccessTokensOfLinks(trx, revoked.map((link) => link.link_id));
   await insertLinkEvents(
     trx,
     revoked.map((link) => ({

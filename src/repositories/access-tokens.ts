@@ -55,14 +55,13 @@ export async function findLiveAccessTokenForCaller(db: Database, tokenHash: Uint
 }
 
 /**
- * Deletes every access token of the given chains; returns how many. One array parameter, so the
- * statement's text (and its prepared plan) is the same however many chains a ban revokes.
+ * Deletes every access token of the given chains. One array parameter, so the statement's text
+ * (and its prepared plan) is the same however many chains a ban revokes.
  */
-export async function deleteAccessTokensOfLinks(trx: Transaction<DB>, linkIds: string[]): Promise<number> {
-  if (linkIds.length === 0) return 0;
-  const result = await trx
+export async function deleteAccessTokensOfLinks(trx: Transaction<DB>, linkIds: string[]): Promise<void> {
+  if (linkIds.length === 0) return;
+  await trx
     .deleteFrom('access_tokens')
     .where(sql<boolean>`link_id = ANY(${linkIds}::uuid[])`)
-    .executeTakeFirst();
-  return Number(result.numDeletedRows);
+    .execute();
 }
