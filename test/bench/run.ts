@@ -487,14 +487,16 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
   const handle: DatabaseHandle = await connectDatabase({ databaseUrl: url, dataDir: 'unused', poolSize: 2 });
   cleanups.push(() => handle.close());
   const execute = (statement: string) => sql.raw(statement).execute(handle.db).then(() => undefined);
-  const serverVersion = (await sql<{ server_version: string }>`SHOW server_version`.execute(handle.db)).rows[0]?.server_version ?? 'unknown';
+  const settings = (
+    await sql<{ server_version: string; server_version_num: string; shared_buffers: string }>`
+      SELECT current_setting('server_version') AS server_version, current_setting('server_version_num') AS server_version_num,
+             current_setting('shared_buffers') AS shared_buffers`.execute(handle.db)
+  ).rows[0];
   // The buffer cache decides how much of the 1,000,000-row data set a lookup finds in memory.
-  const sharedBuffers = (await sql<{ shared_buffers: string }>`SHOW shared_buffers`.execute(handle.db)).rows[0]?.shared_buffers ?? 'unknown';
-  const version = `${serverVersion}, shared_buffers ${sharedBuffers}`;
+  const version = `${settings?.server_version ?? 'unknown'}, shared_buffers ${settings?.shared_buffers ?? 'unknown'}`;
   // PostgreSQL 17 moved the checkpoint counts from pg_stat_bgwriter to pg_stat_checkpointer.
-  const versionNumber = Number((await sql<{ v: string }>`SELECT current_setting('server_version_num') AS v`.execute(handle.db)).rows[0]?.v);
   const checkpointsStarted =
-    versionNumber >= 170000
+    Number(settings?.server_version_num) >= 170000
       ? sql`SELECT num_timed + num_requested FROM pg_stat_checkpointer`
       : sql`SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter`;
 
