@@ -14,8 +14,11 @@ export interface Options {
   report: string | null;
   /** Scenario ids to run, in this order (the ceilings always run first); null: all. */
   only: string[] | null;
-  /** Any database of the PostgreSQL server: the run creates its own database there and drops it. */
-  adminUrl: string;
+  /**
+   * Any database of a PostgreSQL server to run on (BENCH_DATABASE_URL): the run creates its own
+   * database there and drops it. null: the run starts a cluster of its own (cluster.ts).
+   */
+  adminUrl: string | null;
   /** A CPU profile of the server in each PostgreSQL scenario, a fresh server for each (--profile). */
   cpuProfile: boolean;
 }
@@ -55,7 +58,12 @@ export const USAGE = `usage: npm run bench -- [options]
                       server per scenario under node --cpu-prof, profiles in profiles/ beside the JSON
                       (default test/bench/results/profiles/<scenario>.cpuprofile), a summary of each at
                       the end of the report; skips the embedded database and server RSS; not with --soak
-environment: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test)`;
+environment:
+  BENCH_DATABASE_URL  run on this PostgreSQL server, as it is configured (any database of it: the run
+                      creates one of its own and drops it); unset: the run starts a cluster of its own
+                      (initdb, shared_buffers a quarter of the memory, on 127.0.0.1) and removes it
+  BENCH_POSTGRES_BIN  the folder of initdb and pg_ctl for that cluster (default: pg_config --bindir,
+                      the newest /usr/lib/postgresql/N/bin, or PATH)`;
 
 export function parseOptions(argv: string[]): Options {
   const options: Options = {
@@ -70,7 +78,7 @@ export function parseOptions(argv: string[]): Options {
     baseline: null,
     only: null,
     report: null,
-    adminUrl: process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test',
+    adminUrl: process.env.BENCH_DATABASE_URL || null,
     cpuProfile: false,
   };
   const number = (flag: string, value: string | undefined) => {

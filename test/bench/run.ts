@@ -18,6 +18,7 @@ import pg from 'pg';
 import { connectDatabase, type DatabaseHandle } from '../../src/db/connect.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { freePort } from '../helpers/server-process.js';
+import { findPostgresBin, startCluster } from './cluster.js';
 import { parseOptions, profileOf, type Options, type Profile } from './options.js';
 import {
   cpuSecondsOf,
@@ -473,16 +474,38 @@ interface PostgresOutcome {
   rs256: number | null;
   soak: RunResults['soak'];
   version: string;
+  /** Which PostgreSQL server, and how it is configured. */
+  serverDescription: string;
+}
+
+/** The server the PostgreSQL phase runs on: BENCH_DATABASE_URL's, or a cluster of the run's own. */
+async function postgresServer(options: Options): Promise<{ adminUrl: string; description: string }> {
+  if (options.adminUrl) return { adminUrl: options.adminUrl, description: 'the server at BENCH_DATABASE_URL, as it is configured' };
+  const bin = findPostgresBin();
+  if (!bin) {
+    throw new Error(
+      'no initdb and pg_ctl found for a PostgreSQL cluster of the benchmark\'s own: set BENCH_POSTGRES_BIN to their folder, or BENCH_DATABASE_URL to run on a server of yours',
+    );
+  }
+  const cluster = await startCluster(bin, log);
+  // Pushed before the database's own cleanup, so run after it (cleanups run in reverse).
+  cleanups.push(async () => {
+    cluster.stop();
+    log('stopped and removed the cluster');
+  });
+  process.on('exit', () => cluster.stop());
+  return { adminUrl: cluster.url, description: cluster.description };
 }
 
 async function postgresPhase(options: Options, profile: Profile): Promise<PostgresOutcome> {
+  const postgres = await postgresServer(options);
   const name = `bench_${randomBytes(6).toString('hex')}`;
-  await adminQuery(options.adminUrl, `CREATE DATABASE ${name}`);
+  await adminQuery(postgres.adminUrl, `CREATE DATABASE ${name}`);
   cleanups.push(async () => {
-    await adminQuery(options.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await adminQuery(postgres.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     log(`dropped database ${name}`);
   });
-  const url = withDatabase(options.adminUrl, name);
+  const url = withDatabase(postgres.adminUrl, name);
   log(`database ${name}`);
   const handle: DatabaseHandle = await connectDatabase({ databaseUrl: url, dataDir: 'unused', poolSize: 2 });
   cleanups.push(() => handle.close());
@@ -581,7 +604,7 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
     });
     const memory = await memoryAfter('postgres', server.child);
     const logs = [keepServerLog(options, 'postgres', server.child)].filter((kept) => kept !== null);
-    return { records: [record], memory, logs, profiles: null, rs256: null, soak: { minutes }, version };
+    return { records: [record], memory, logs, profiles: null, rs256: null, soak: { minutes }, version, serverDescription: postgres.description };
   }
 
   log('RS256 signature alone');
@@ -602,7 +625,7 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
   const memory = server ? await memoryAfter('postgres', server.child) : null;
   await Promise.all([server, ceilings].map((started) => (started ? stopChild(started.child) : undefined)));
   const logs = [server && keepServerLog(options, 'postgres', server.child), ...(profiling?.logs ?? [])].filter((kept) => kept !== null);
-  return { records, memory, logs, profiles: profiling?.summaries ?? null, rs256: signed.opsPerSecond, soak: null, version };
+  return { records, memory, logs, profiles: profiling?.summaries ?? null, rs256: signed.opsPerSecond, soak: null, version, serverDescription: postgres.description };
 }
 
 async function embeddedPhase(options: Options, profile: Profile): Promise<{ records: ScenarioRecord[]; memory: MemoryRecord; log: ServerLog | null }> {
@@ -812,7 +835,7 @@ async function main(): Promise<number> {
     settings: {
       'server and ceilings': pinning ? `core ${SERVER_CORE} (taskset)` : 'not pinned (no taskset)',
       'load generator': pinning ? `core ${LOAD_CORE} (taskset), own HTTP/1.1 keep-alive client` : 'not pinned, own HTTP/1.1 keep-alive client',
-      postgresql: 'shared, not pinned',
+      postgresql: `${postgres.serverDescription}; not pinned`,
       connections: options.connections,
       DATABASE_POOL_SIZE: options.poolSize,
       'warm-up s': profile.warmupMs / 1000,
