@@ -6,6 +6,7 @@ import pg from 'pg';
  * connection, so these tests run on PostgreSQL only.
  */
 export interface LockHolder {
+  /** A statement in the open transaction; one that fails disconnects (rolling back), so no test leaves the connection open. */
   query(text: string, values?: unknown[]): Promise<pg.QueryResult>;
   /** Commits once `waiters` connections of this database wait on a lock (or after about 5 s), and disconnects. */
   commitWhenWaiting(waiters: number): Promise<void>;
@@ -14,9 +15,21 @@ export interface LockHolder {
 export async function holdLocks(databaseUrl: string): Promise<LockHolder> {
   const holder = new pg.Client({ connectionString: databaseUrl });
   await holder.connect();
-  await holder.query('BEGIN');
+  try {
+    await holder.query('BEGIN');
+  } catch (error) {
+    await holder.end();
+    throw error;
+  }
   return {
-    query: (text, values) => holder.query(text, values),
+    async query(text, values) {
+      try {
+        return await holder.query(text, values);
+      } catch (error) {
+        await holder.end();
+        throw error;
+      }
+    },
     async commitWhenWaiting(waiters) {
       try {
         for (let i = 0; i < 500; i++) {
