@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { asynchronousCommit } from '../db/asynchronous-commit.js';
 import { compiledOnce } from '../db/compiled-statement.js';
 import type { Database } from '../db/connect.js';
 import type { DeniedReason, DeviceRequestStatus, NewDeviceRequest } from '../db/schema.js';
@@ -65,6 +66,11 @@ export interface PollOutcome {
  * SET expressions read the row's values from before this update, so "too soon" is judged against
  * the previous poll. Two polls of one code at once: the second waits for the first's row lock and
  * is then evaluated again against the row the first wrote (READ COMMITTED), so it counts as too soon.
+ *
+ * It commits asynchronously (db/asynchronous-commit.ts): all it writes is when the device last
+ * polled and its interval, and a crash that loses the last fraction of a second of polls costs a
+ * device at most one slow_down it would otherwise have got. What must survive a crash is written
+ * elsewhere with a synchronous commit: the approval, and the redemption that issues the tokens.
  */
 // The time is one parameter, named once (this_call.at), rather than one per use.
 const tooSoon = sql<boolean>`d.status = 'pending'
@@ -76,7 +82,7 @@ const recordDevicePollStatement = compiledOnce<PollOutcome, { deviceCodeHash: Ui
     SET last_polled_at = this_call.at,
         last_poll_too_fast = ${tooSoon},
         interval_seconds = d.interval_seconds + CASE WHEN ${tooSoon} THEN 5 ELSE 0 END
-    FROM clients c, (SELECT ${p.now}::timestamptz AS at) this_call
+    FROM clients c, (SELECT ${p.now}::timestamptz AS at, ${asynchronousCommit} AS async_commit) this_call
     WHERE d.device_code_hash = ${p.deviceCodeHash} AND d.client_id = ${p.clientId} AND c.client_id = d.client_id
     RETURNING d.request_id::text AS request_id, c.disabled_at IS NOT NULL AS client_disabled, d.status,
               d.denied_reason, d.expires_at <= this_call.at AS expired, d.last_poll_too_fast AS throttled,
@@ -89,6 +95,8 @@ export async function recordDevicePoll(
   clientId: string,
   now: Date,
 ): Promise<PollOutcome | undefined> {
+  // The asynchronous commit would extend to everything else the transaction writes.
+  if (db.isTransaction) throw new Error('recordDevicePoll commits asynchronously: it must not run inside a transaction');
   return (await recordDevicePollStatement(db, { deviceCodeHash, clientId, now })).rows[0];
 }
 
