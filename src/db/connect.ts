@@ -3,7 +3,8 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { DB } from './schema.js';
 import { PGliteDialect } from './pglite-dialect.js';
-import { preparingPool } from './prepared-statements.js';
+import { runCompiledStatementsDirectly } from './compiled-statement.js';
+import { directQuery, preparingPool } from './prepared-statements.js';
 
 export type Database = Kysely<DB>;
 
@@ -41,7 +42,9 @@ export async function connectDatabase(options: ConnectOptions): Promise<Database
     // on its own (and answers 503, see db/unavailable.ts); the client, no longer queryable, is
     // discarded by the pool when it is released.
     pool.on('connect', (client) => client.on('error', () => {}));
-    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: options.preparedStatements === false ? pool : preparingPool(pool) }) });
+    const prepared = options.preparedStatements !== false;
+    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: prepared ? preparingPool(pool) : pool }) });
+    runCompiledStatementsDirectly(db, directQuery(pool, prepared));
     return {
       db,
       kind: 'postgres',

@@ -19,15 +19,7 @@ import type pg from 'pg';
  * server connections, such as PgBouncer in transaction mode before 1.21.
  */
 export function preparingPool(pool: pg.Pool, maxStatements = 500): PostgresPool {
-  const names = new Map<string, string>();
-  const nameOf = (text: string): string | undefined => {
-    let name = names.get(text);
-    if (name === undefined && names.size < maxStatements) {
-      name = `da_${names.size}`;
-      names.set(text, name);
-    }
-    return name;
-  };
+  const nameOf = statementNames(maxStatements);
   // Kysely keeps its connection object per client it is given, so each pg client keeps one wrapper.
   const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
   const wrap = (client: pg.PoolClient): PostgresPoolClient => {
@@ -59,3 +51,33 @@ export function preparingPool(pool: pg.Pool, maxStatements = 500): PostgresPool 
     end: () => pool.end(),
   };
 }
+
+/** Names for distinct statement texts, `da_0`, `da_1`, …; undefined past the bound. */
+function statementNames(maxStatements: number): (text: string) => string | undefined {
+  const names = new Map<string, string>();
+  return (text) => {
+    let name = names.get(text);
+    if (name === undefined && names.size < maxStatements) {
+      name = `da_${names.size}`;
+      names.set(text, name);
+    }
+    return name;
+  };
+}
+
+/**
+ * One statement on a connection of the pool's choosing, as pool.query runs it (it borrows a
+ * connection and gives it back): the path of a hot statement outside a transaction
+ * (db/compiled-statement.ts). Named as preparingPool names statements, in a namespace of its own
+ * (`dq_`), or unnamed when prepared statements are off.
+ */
+export function directQuery(pool: pg.Pool, prepared: boolean, maxStatements = 500): DirectQuery {
+  const nameOf = statementNames(maxStatements);
+  return async (text, values) => {
+    const name = prepared ? nameOf(text) : undefined;
+    const result = await pool.query(name === undefined ? { text, values } : { name: `dq_${name.slice(3)}`, text, values });
+    return { rows: result.rows };
+  };
+}
+
+export type DirectQuery = (text: string, values: unknown[]) => Promise<{ rows: any[] }>;

@@ -1,6 +1,7 @@
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compiledOnce } from '../../src/db/compiled-statement.js';
 import { connectDatabase, type DatabaseHandle } from '../../src/db/connect.js';
 import { preparingPool } from '../../src/db/prepared-statements.js';
 import type { DB } from '../../src/db/schema.js';
@@ -79,6 +80,19 @@ describe.skipIf(!onPostgres)('prepared statements on PostgreSQL (the embedded da
   it('with DATABASE_PREPARED_STATEMENTS=false nothing is prepared (for poolers that cannot carry them)', async () => {
     const handle = await open(false);
     await handle.db.selectFrom('clients').select('client_id').where('client_id', '=', 'x').execute();
+    await hotLookUp(handle.db, { id: 'x' });
     expect(await preparedOn(handle)).toEqual([]);
+  });
+
+  const hotLookUp = compiledOnce((p: { id: string }) => sql<{ client_id: string }>`SELECT client_id FROM clients WHERE client_id = ${p.id}`);
+
+  it('a hot (compiled) statement outside a transaction goes to the pool directly, prepared once under a name of its own', async () => {
+    const handle = await open();
+    for (const id of ['a', 'b', 'c']) expect((await hotLookUp(handle.db, { id })).rows).toEqual([]);
+    // dq_: the direct path's names; Kysely's connection handling would have named it da_.
+    expect(await preparedOn(handle)).toEqual(['dq_0']);
+    // In a transaction it runs on the transaction's connection, through Kysely.
+    await handle.db.transaction().execute((trx) => hotLookUp(trx, { id: 'd' }));
+    expect(await preparedOn(handle)).toEqual(['da_0', 'dq_0']);
   });
 });
