@@ -73,8 +73,11 @@ function statementNames(maxStatements: number): (text: string) => string | undef
  */
 export function directQuery(pool: pg.Pool, prepared: boolean, maxStatements = 500): DirectQuery {
   const nameOf = statementNames(maxStatements);
-  return async (text, values) => {
+  return async (text, parameters) => {
     const name = prepared ? nameOf(text) : undefined;
+    // A Date as ISO 8601 in UTC, which timestamptz reads exactly: pg's own conversion formats it
+    // field by field in the local time zone (1% of code issuance's server CPU).
+    const values = parameters.map((value) => (value instanceof Date ? value.toISOString() : value));
     const result = await pool.query(name === undefined ? { text, values } : { name: `dq_${name.slice(3)}`, text, values });
     return { rows: result.rows };
   };

@@ -1,8 +1,29 @@
 import { createHash, createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 
+/**
+ * Cryptographically random bytes drawn from the operating system's generator in blocks, as Node
+ * does for crypto.randomUUID: one call into OpenSSL per 4 KiB rather than per token (on code
+ * issuance that call was 3% of the server's CPU). Each byte is handed out once; what is left of a
+ * block stays in this process's memory, with the tokens and keys it already holds.
+ */
+const RANDOM_BLOCK = 4096;
+let randomBlock = Buffer.alloc(0);
+let randomOffset = 0;
+
+function randomBytesFromBlock(bytes: number): Buffer {
+  if (bytes > RANDOM_BLOCK) return randomBytes(bytes);
+  if (randomOffset + bytes > randomBlock.length) {
+    randomBlock = randomBytes(RANDOM_BLOCK);
+    randomOffset = 0;
+  }
+  const out = randomBlock.subarray(randomOffset, randomOffset + bytes);
+  randomOffset += bytes;
+  return out;
+}
+
 /** URL-safe random string carrying `bytes * 8` bits of entropy. */
 export function randomToken(bytes = 32): string {
-  return randomBytes(bytes).toString('base64url');
+  return randomBytesFromBlock(bytes).toString('base64url');
 }
 
 export function sha256(value: string): Buffer {
