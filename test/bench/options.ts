@@ -27,6 +27,11 @@ export interface Profile {
   warmupMs: number;
   /** poll: the warm-up lasts until every code of the pool was polled once, at most this long. */
   warmupLimitMs: number;
+  /**
+   * refresh at scale: the warm-up, long enough for the full-page images that follow the
+   * scenario's CHECKPOINT to die down (run.ts, plansFor).
+   */
+  scaleRefreshWarmupMs: number;
   durationMs: number;
   maxRequests: number;
   /** Pending device requests and live chains of the base data set. */
@@ -142,6 +147,7 @@ export function profileOf(options: Options): Profile {
     return {
       warmupMs: 1000,
       warmupLimitMs: 10_000,
+      scaleRefreshWarmupMs: 5000,
       durationMs: 3000,
       maxRequests: 500_000,
       // The poll pool stays 20,000 even here: at 1 s a pool of N codes caps the rate at N/s.
@@ -156,6 +162,7 @@ export function profileOf(options: Options): Profile {
   return {
     warmupMs: 3000,
     warmupLimitMs: 20_000,
+    scaleRefreshWarmupMs: 30_000,
     durationMs: 10_000,
     maxRequests: 2_000_000,
     rows: 20_000,
