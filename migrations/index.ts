@@ -7,6 +7,7 @@ import * as fewerWritesPerRequest from './2026-11-22T01-00-00_fewer_writes_per_r
 import * as currentRefreshTokenOnLink from './2026-11-22T02-00-00_current_refresh_token_on_link.js';
 import * as accessTokensNameTheirUserAndApp from './2026-11-22T03-00-00_access_tokens_name_their_user_and_app.js';
 import * as oneRequestPerUserCode from './2026-11-22T04-00-00_one_request_per_user_code.js';
+import * as bannedUsersKeepNoAccessTokens from './2026-11-23T00-00-00_banned_users_keep_no_access_tokens.js';
 
 /**
  * Every migration, by name, in order. A static list (rather than reading the folder) works the
@@ -21,4 +22,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-22T02-00-00_current_refresh_token_on_link': currentRefreshTokenOnLink,
   '2026-11-22T03-00-00_access_tokens_name_their_user_and_app': accessTokensNameTheirUserAndApp,
   '2026-11-22T04-00-00_one_request_per_user_code': oneRequestPerUserCode,
+  '2026-11-23T00-00-00_banned_users_keep_no_access_tokens': bannedUsersKeepNoAccessTokens,
 };

@@ -3,8 +3,10 @@ import { revokeChains } from '../oauth/chains.js';
 import { deleteSessionsOfUser, setUserBannedAt } from '../repositories/users.js';
 
 /**
- * A ban ends everything at once: every chain is revoked (so unbanning revives no old token),
- * every browser session is deleted, and sign-in is refused while banned_at is set.
+ * A ban ends everything at once: every chain is revoked and its access tokens deleted (so
+ * unbanning revives no old token), every browser session is deleted, and sign-in is refused while
+ * banned_at is set. The user's row is updated first: an issuance in flight holds it under a share
+ * lock (lockUserForIssuance), so the ban waits for that chain and revokes it with the rest.
  */
 export async function banUser(db: Database, email: string, now: Date): Promise<{ user_id: string; revoked_chains: number } | null> {
   return db.transaction().execute(async (trx) => {

@@ -1,5 +1,5 @@
 import type { Deps } from '../deps.js';
-import { findLiveAccessToken } from '../repositories/access-tokens.js';
+import { findLiveAccessTokenWithUser } from '../repositories/access-tokens.js';
 import { TOKEN_PREFIX, hashOpaque } from './tokens.js';
 
 export interface LiveAccessToken {
@@ -22,7 +22,7 @@ export function isOurAccessToken(value: string): boolean {
 export async function verifyAccessToken(deps: Deps, value: string): Promise<LiveAccessToken | null> {
   // Not a token we issue: spare the database.
   if (!isOurAccessToken(value)) return null;
-  const row = await findLiveAccessToken(deps.db, hashOpaque(value), deps.clock.now());
+  const row = await findLiveAccessTokenWithUser(deps.db, hashOpaque(value), deps.clock.now());
   if (!row) return null;
   return {
     scopes: row.scopes,

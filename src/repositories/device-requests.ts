@@ -102,30 +102,17 @@ export async function recordDevicePoll(
 
 /**
  * approved -> redeemed, once: of several racing polls exactly one sees a row come back.
- * Returns what the tokens are minted from, including whether the approving user is still allowed in.
+ * Returns what the tokens are minted from; the approving user is read (and locked) apart, by
+ * lockUserForIssuance.
  */
 export async function redeemApprovedRequest(db: Database, requestId: string, now: Date) {
   return db
-    .updateTable('device_requests as d')
-    .from('users as u')
+    .updateTable('device_requests')
     .set({ status: 'redeemed' })
-    .whereRef('u.user_id', '=', 'd.user_id')
-    .where('d.request_id', '=', requestId)
-    .where('d.status', '=', 'approved')
-    .where('d.expires_at', '>', now)
-    .returning([
-      'd.request_id',
-      'd.user_id',
-      'd.client_id',
-      'd.scopes',
-      'd.platform_name',
-      'd.platform_description',
-      'd.platform_icon',
-      'd.auth_time',
-      'u.email',
-      'u.name',
-      'u.banned_at',
-    ])
+    .where('request_id', '=', requestId)
+    .where('status', '=', 'approved')
+    .where('expires_at', '>', now)
+    .returning(['request_id', 'user_id', 'client_id', 'scopes', 'platform_name', 'platform_description', 'platform_icon', 'auth_time'])
     .executeTakeFirst();
 }
 

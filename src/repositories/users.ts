@@ -21,6 +21,17 @@ export async function setUserBannedAt(db: Database | Transaction<DB>, email: str
   return row?.user_id;
 }
 
+/**
+ * The user a chain is about to be issued to, read under a share lock held to the end of the
+ * issuing transaction. A ban updates this row first (bans.ts), so the two are ordered: a ban
+ * that came first is seen here (the read waits for it and returns the banned row), and a ban
+ * that comes later waits for the issuance to commit, then revokes the new chain with the rest.
+ * That keeps "a banned user has no access token" true without a users join on every token check.
+ */
+export async function lockUserForIssuance(trx: Transaction<DB>, userId: string) {
+  return trx.selectFrom('users').select(['email', 'name', 'banned_at']).where('user_id', '=', userId).forShare().executeTakeFirst();
+}
+
 export async function deleteSessionsOfUser(db: Database | Transaction<DB>, userId: string): Promise<void> {
   await db.deleteFrom('browser_sessions').where('user_id', '=', userId).execute();
 }

@@ -147,3 +147,31 @@ describe('migration 2026-11-22T04-00-00_one_request_per_user_code', () => {
     await expect(insertRequest(db, 'fourth', 'own', 'pending')).rejects.toThrow(/device_requests_live_user_code/);
   });
 });
+
+describe('migration 2026-11-23T00-00-00_banned_users_keep_no_access_tokens', () => {
+  const BEFORE = '2026-11-22T04-00-00_one_request_per_user_code';
+  const user = (n: number) => `00000000-0000-4000-8000-00000000000${n}`;
+  const link = (n: number) => `00000000-0000-4000-8000-0000000000c${n}`;
+  const state = unmigratedDatabase();
+
+  it('deletes the access tokens of banned users, which the live-token check no longer looks up, and keeps the rest', async () => {
+    const { db, migrator } = state;
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes) VALUES ('tv_b', 'B', 'tv', 'public', '{profile}')`.execute(db);
+    for (const [n, bannedAt] of [[1, null], [2, new Date()]] as const) {
+      await sql`INSERT INTO users (user_id, email, password_hash, banned_at) VALUES (${user(n)}, ${`b${n}@example.test`}, 'x', ${bannedAt})`.execute(db);
+      await sql`INSERT INTO device_links (link_id, user_id, client_id, scopes, auth_time, created_at, last_used_at, expires_at)
+                VALUES (${link(n)}, ${user(n)}, 'tv_b', '{profile}', now(), now(), now(), now() + interval '1 day')`.execute(db);
+      await sql`INSERT INTO access_tokens (token_hash, link_id, user_id, client_id, scopes, created_at, expires_at)
+                VALUES (${hash(`bt${n}`)}, ${link(n)}, ${user(n)}, 'tv_b', '{profile}', now(), now() + interval '1 hour')`.execute(db);
+    }
+    const tokens = async () =>
+      (await sql<{ token_hash: Uint8Array }>`SELECT token_hash FROM access_tokens ORDER BY token_hash`.execute(db)).rows.map((r) => hex(r.token_hash));
+
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    expect(await tokens()).toEqual([hex(hash('bt1'))]);
+
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    expect(await tokens()).toEqual([hex(hash('bt1'))]);
+  });
+});

@@ -8,6 +8,8 @@ import pg from 'pg';
 export interface LockHolder {
   /** A statement in the open transaction; one that fails disconnects (rolling back), so no test leaves the connection open. */
   query(text: string, values?: unknown[]): Promise<pg.QueryResult>;
+  /** Resolves once `waiters` connections of this database wait on a lock, or after about 5 s. */
+  waitForWaiters(waiters: number): Promise<void>;
   /** Commits once `waiters` connections of this database wait on a lock (or after about 5 s), and disconnects. */
   commitWhenWaiting(waiters: number): Promise<void>;
 }
@@ -21,6 +23,17 @@ export async function holdLocks(databaseUrl: string): Promise<LockHolder> {
     await holder.end();
     throw error;
   }
+  const waitForWaiters = async (waiters: number) => {
+    for (let i = 0; i < 500; i++) {
+      // Inside a transaction, pg_stat_activity is read once unless the snapshot is cleared.
+      await holder.query('SELECT pg_stat_clear_snapshot()');
+      const { rows } = await holder.query(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+      );
+      if (rows[0].n >= waiters) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  };
   return {
     async query(text, values) {
       try {
@@ -30,17 +43,17 @@ export async function holdLocks(databaseUrl: string): Promise<LockHolder> {
         throw error;
       }
     },
+    async waitForWaiters(waiters) {
+      try {
+        await waitForWaiters(waiters);
+      } catch (error) {
+        await holder.end();
+        throw error;
+      }
+    },
     async commitWhenWaiting(waiters) {
       try {
-        for (let i = 0; i < 500; i++) {
-          // Inside a transaction, pg_stat_activity is read once unless the snapshot is cleared.
-          await holder.query('SELECT pg_stat_clear_snapshot()');
-          const { rows } = await holder.query(
-            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-          );
-          if (rows[0].n >= waiters) break;
-          await new Promise((resolve) => setTimeout(resolve, 10));
-        }
+        await waitForWaiters(waiters);
         await holder.query('COMMIT');
       } finally {
         await holder.end();

@@ -3,6 +3,7 @@ import { banUser, unbanUser } from '../../src/accounts/bans.js';
 import { setClientDisabledAt } from '../../src/repositories/clients.js';
 import { FORM, basicAuth, form, seedClient, seedUser, type TestApp } from '../helpers/app.js';
 import { decide, poll, requestDeviceCode, startDeviceFlow } from '../helpers/device.js';
+import { holdLocks } from '../helpers/lock-holder.js';
 import {
   ALL_SCOPES as ALL,
   expectAllRefused,
@@ -195,5 +196,49 @@ describe('a banned user', () => {
     expect(res.json().error).toBe('access_denied');
     const links = await t.deps.db.selectFrom('device_links').select('link_id').where('user_id', '=', owner.userId).execute();
     expect(links).toEqual([]);
+  });
+
+  /**
+   * The live-token check does not read the user: a ban deletes its user's tokens. These two races
+   * prove no token escapes a ban through an issuance in flight. A second connection plays one
+   * side and holds its locks until the other side waits on them.
+   */
+  describe.skipIf(!process.env.TEST_DATABASE_URL)('a ban racing the poll that redeems an approval', () => {
+    const approvedFlow = async () => {
+      const owner = await seedUser(t);
+      const flow = await startDeviceFlow(t, tv.clientId, { scope: ALL });
+      expect(await decide(t, flow.user_code, owner.userId, 'approve')).toBe('approved');
+      t.clock.advance(flow.interval);
+      return { owner, flow };
+    };
+
+    it('a ban that updated the user first makes the redemption wait for it, then answer access_denied', async () => {
+      const { owner, flow } = await approvedFlow();
+      const holder = await holdLocks(t.database.url!);
+      await holder.query('UPDATE users SET banned_at = now() WHERE user_id = $1', [owner.userId]);
+      const polling = poll(t, tv.clientId, flow.device_code);
+      await holder.commitWhenWaiting(1);
+      const res = await polling;
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json().error).toBe('access_denied');
+      expect(await t.deps.db.selectFrom('access_tokens').select('token_hash').where('user_id', '=', owner.userId).execute()).toEqual([]);
+    });
+
+    it('a ban that comes while the redemption is under way waits for it, then revokes the new chain', async () => {
+      const { owner, flow } = await approvedFlow();
+      // Holds the redemption after it has read its user: inserting the chain's link checks the app's row.
+      const holder = await holdLocks(t.database.url!);
+      await holder.query('SELECT 1 FROM clients WHERE client_id = $1 FOR UPDATE', [tv.clientId]);
+      const polling = poll(t, tv.clientId, flow.device_code);
+      await holder.waitForWaiters(1);
+      const banning = banUser(t.deps.db, owner.email, t.clock.now());
+      await holder.commitWhenWaiting(2);
+      const res = await polling;
+      expect(res.statusCode, res.body).toBe(200);
+      expect(await banning).toMatchObject({ revoked_chains: 1 });
+      const tokens = res.json();
+      await expectAllRefused(t, rs, tv, { access: [tokens.access_token], refresh: [tokens.refresh_token] });
+      expect(await t.deps.db.selectFrom('access_tokens').select('token_hash').where('user_id', '=', owner.userId).execute()).toEqual([]);
+    });
   });
 });

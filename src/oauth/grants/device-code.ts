@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { addSeconds } from '../../lib/clock.js';
 import { insertDeviceLink, insertLinkEvent } from '../../repositories/device-links.js';
+import { lockUserForIssuance } from '../../repositories/users.js';
 import {
   denyRedeemedForBannedUser,
   recordDevicePoll,
@@ -55,7 +56,8 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
   const outcome = await deps.db.transaction().execute(async (trx) => {
     const redeemed = await redeemApprovedRequest(trx, poll.request_id, now);
     if (!redeemed) return { kind: 'lost' as const };
-    if (redeemed.banned_at !== null || redeemed.user_id === null || redeemed.auth_time === null) {
+    const user = redeemed.user_id === null ? undefined : await lockUserForIssuance(trx, redeemed.user_id);
+    if (!user || user.banned_at !== null || redeemed.user_id === null || redeemed.auth_time === null) {
       // Banned between approval and this poll: the approval turns into a denial, committed.
       await denyRedeemedForBannedUser(trx, poll.request_id, now);
       return { kind: 'banned' as const };
@@ -91,7 +93,7 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       ? await signIdToken(
           deps,
           client.clientId,
-          { userId: redeemed.user_id, email: redeemed.email, name: redeemed.name, authTime: redeemed.auth_time },
+          { userId: redeemed.user_id, email: user.email, name: user.name, authTime: redeemed.auth_time },
           redeemed.scopes,
         )
       : null;
