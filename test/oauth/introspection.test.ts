@@ -211,6 +211,7 @@ describe('a banned user', () => {
       t.clock.advance(flow.interval);
       return { owner, flow };
     };
+    const accessTokensOf = (userId: string) => t.deps.db.selectFrom('access_tokens').select('token_hash').where('user_id', '=', userId).execute();
 
     it('a ban that updated the user first makes the redemption wait for it, then answer access_denied', async () => {
       const { owner, flow } = await approvedFlow();
@@ -221,7 +222,7 @@ describe('a banned user', () => {
       const res = await polling;
       expect(res.statusCode, res.body).toBe(400);
       expect(res.json().error).toBe('access_denied');
-      expect(await t.deps.db.selectFrom('access_tokens').select('token_hash').where('user_id', '=', owner.userId).execute()).toEqual([]);
+      expect(await accessTokensOf(owner.userId)).toEqual([]);
     });
 
     it('a ban that comes while the redemption is under way waits for it, then revokes the new chain', async () => {
@@ -238,7 +239,7 @@ describe('a banned user', () => {
       expect(await banning).toMatchObject({ revoked_chains: 1 });
       const tokens = res.json();
       await expectAllRefused(t, rs, tv, { access: [tokens.access_token], refresh: [tokens.refresh_token] });
-      expect(await t.deps.db.selectFrom('access_tokens').select('token_hash').where('user_id', '=', owner.userId).execute()).toEqual([]);
+      expect(await accessTokensOf(owner.userId)).toEqual([]);
     });
   });
 });
