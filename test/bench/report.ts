@@ -23,10 +23,10 @@ export interface ScenarioRecord {
   /** Resident memory of the process under load at the end of the window (VmRSS) and its peak so far (VmHWM), MiB. */
   memory: { rssMb: number; peakMb: number } | null;
   vsForm: number | null;
-  /** × the UPDATE ceilings just before and after this scenario, where the phase brackets them; else × the phase's mean. */
+  /** × the mean of every UPDATE ceiling of the phase. */
   vsUpdate: number | null;
-  /** × the mean of every UPDATE ceiling of the phase (absent in runs before bracketing). */
-  vsPhaseUpdate?: number | null;
+  /** × the mean of the UPDATE ceilings just before and after this scenario, where both ran (absent in older runs). */
+  vsNeighbourUpdates?: number | null;
 }
 
 export interface MemoryRecord {

@@ -223,7 +223,7 @@ function recordOf(
   run: ScenarioRun,
   about: Pick<ScenarioRecord, 'id' | 'scenario' | 'kind' | 'database' | 'rows'>,
 ): ScenarioRecord {
-  return { ...about, result: run.result, serverCpu: run.serverCpu, dbCpu: run.dbCpu, wal: run.wal, memory: run.memory, vsForm: null, vsUpdate: null, vsPhaseUpdate: null };
+  return { ...about, result: run.result, serverCpu: run.serverCpu, dbCpu: run.dbCpu, wal: run.wal, memory: run.memory, vsForm: null, vsUpdate: null, vsNeighbourUpdates: null };
 }
 
 interface ScenarioRun {
@@ -356,12 +356,13 @@ async function runPlan(target: Target, options: Options, profile: Profile, plans
 }
 
 /**
- * Ratios to the ceilings measured in the same phase (same data set, same minutes). Where the
- * phase brackets each scenario with UPDATE ceilings, a scenario is divided by the mean of the
- * ceiling just before it and the one just after it: on a shared VM the machine's speed moves
- * within a phase (one run's ceiling fell from 4,118 to 2,814 req/s between the phase's start and
- * end, and the code scenario ran last), so a ceiling from other minutes misjudges it. Ceilings
- * themselves, and scenarios with no ceiling on one side, fall back to the phase's mean.
+ * Ratios to the ceilings measured in the same phase (same data set, same minutes). On PostgreSQL
+ * an UPDATE ceiling runs between every two scenarios, so the phase's mean ceiling samples the
+ * machine's speed across the whole phase; every scenario is divided by that mean. The mean of
+ * only the two ceilings beside a scenario follows drift within the phase, but on this VM single
+ * 10 s windows jumped by a third between neighbours, and in five full runs, wherever the two
+ * views differed by more than 0.05 at 1,000,000 rows, the ratio by CPU per request (which no
+ * ceiling enters) sided with the phase's mean, nine times of nine. It is kept beside it.
  */
 function withRatios(records: ScenarioRecord[]): ScenarioRecord[] {
   const form = records.find((r) => r.kind === 'form')?.result.requestsPerSecond ?? null;
@@ -371,12 +372,12 @@ function withRatios(records: ScenarioRecord[]): ScenarioRecord[] {
   return records.map((r, i) => {
     const before = rate(records.slice(0, i).reverse().find((other) => other.kind === 'update'));
     const after = rate(records.slice(i + 1).find((other) => other.kind === 'update'));
-    const update = !isCeiling(r.kind) && before !== undefined && after !== undefined ? (before + after) / 2 : phaseUpdate;
+    const neighbours = !isCeiling(r.kind) && before !== undefined && after !== undefined ? (before + after) / 2 : null;
     return {
       ...r,
       vsForm: form ? r.result.requestsPerSecond / form : null,
-      vsUpdate: update ? r.result.requestsPerSecond / update : null,
-      vsPhaseUpdate: phaseUpdate ? r.result.requestsPerSecond / phaseUpdate : null,
+      vsUpdate: phaseUpdate ? r.result.requestsPerSecond / phaseUpdate : null,
+      vsNeighbourUpdates: neighbours ? r.result.requestsPerSecond / neighbours : null,
     };
   });
 }
@@ -443,7 +444,8 @@ function plansFor(rows: number, from: number, options: Options, profile: Profile
     rows,
     spec: {},
   });
-  // Bracketed: an UPDATE ceiling after every scenario, so each has one on both sides (withRatios).
+  // Bracketed: an UPDATE ceiling after every scenario, so that the phase's mean ceiling samples
+  // the machine's speed all through the phase (withRatios).
   const measured = chosen.flatMap((plan, i) => (bracketed || i === chosen.length - 1 ? [plan, updateAfter(plan, i === chosen.length - 1)] : [plan]));
   return [...ceilings, ...measured];
 }
@@ -701,8 +703,8 @@ function targetsOf(results: Pick<RunResults, 'scenarios' | 'memory' | 'soak'>): 
   const atLeast = (id: string, goal: number) => {
     const r = find(records, id);
     if (r?.vsUpdate === null || r?.vsUpdate === undefined) return;
-    const phase = r.vsPhaseUpdate ? ` (× the phase's mean ceiling ${fixed(r.vsPhaseUpdate)})` : '';
-    verdicts.push({ name: `${r.scenario} / UPDATE ceilings before and after it`, value: `${fixed(r.vsUpdate)}${phase}`, goal: `≥ ${goal}`, pass: r.vsUpdate >= goal });
+    const beside = r.vsNeighbourUpdates ? ` (× the two ceilings beside it ${fixed(r.vsNeighbourUpdates)})` : '';
+    verdicts.push({ name: `${r.scenario} / the phase's mean UPDATE ceiling`, value: `${fixed(r.vsUpdate)}${beside}`, goal: `≥ ${goal}`, pass: r.vsUpdate >= goal });
   };
   atLeast('poll', 0.85);
   const poll = find(records, 'poll');
@@ -730,10 +732,11 @@ function targetsOf(results: Pick<RunResults, 'scenarios' | 'memory' | 'soak'>): 
       r.serverCpu === null || r.dbCpu === null ? null : (r.serverCpu + r.dbCpu) / r.result.requestsPerSecond;
     const costs = [cost(small), cost(large)];
     const byCpu = costs[0] && costs[1] ? `; by CPU per request ${fixed(costs[0] / costs[1])}` : '';
-    const byPhase = small.vsPhaseUpdate && large.vsPhaseUpdate ? `; × each phase's mean ceiling ${fixed(large.vsPhaseUpdate / small.vsPhaseUpdate)}` : '';
+    const byNeighbours =
+      small.vsNeighbourUpdates && large.vsNeighbourUpdates ? `; × the two ceilings beside each ${fixed(large.vsNeighbourUpdates / small.vsNeighbourUpdates)}` : '';
     verdicts.push({
-      name: `${small.scenario} at ${large.rows.toLocaleString('en')} rows / at ${small.rows.toLocaleString('en')} (req/s, each × its UPDATE ceilings)`,
-      value: `${fixed(kept)} (raw req/s ${fixed(raw)}${byCpu}${byPhase})`,
+      name: `${small.scenario} at ${large.rows.toLocaleString('en')} rows / at ${small.rows.toLocaleString('en')} (req/s, each × its phase's mean UPDATE ceiling)`,
+      value: `${fixed(kept)} (raw req/s ${fixed(raw)}${byCpu}${byNeighbours})`,
       goal: '≥ 0.9',
       pass: kept >= 0.9,
     });
