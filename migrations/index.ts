@@ -8,6 +8,7 @@ import * as currentRefreshTokenOnLink from './2026-11-22T02-00-00_current_refres
 import * as accessTokensNameTheirUserAndApp from './2026-11-22T03-00-00_access_tokens_name_their_user_and_app.js';
 import * as oneRequestPerUserCode from './2026-11-22T04-00-00_one_request_per_user_code.js';
 import * as bannedUsersKeepNoAccessTokens from './2026-11-23T00-00-00_banned_users_keep_no_access_tokens.js';
+import * as deviceRequestsDoNotLockTheirApp from './2026-11-23T12-00-00_device_requests_do_not_lock_their_app.js';
 
 /**
  * Every migration, by name, in order. A static list (rather than reading the folder) works the
@@ -23,4 +24,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-22T03-00-00_access_tokens_name_their_user_and_app': accessTokensNameTheirUserAndApp,
   '2026-11-22T04-00-00_one_request_per_user_code': oneRequestPerUserCode,
   '2026-11-23T00-00-00_banned_users_keep_no_access_tokens': bannedUsersKeepNoAccessTokens,
+  '2026-11-23T12-00-00_device_requests_do_not_lock_their_app': deviceRequestsDoNotLockTheirApp,
 };

@@ -41,6 +41,9 @@ const insertDeviceRequestStatement = compiledOnce<{ request_id: string }, Device
  * Inserts a request while its app is enabled, in one statement. Returns false when nothing was
  * inserted: the user code is one a kept request already has, or the app is disabled.
  *
+ * The app is read here, not locked: no foreign key makes each issuance lock the one row that all
+ * of an app's issuances share (migration 2026-11-23T12-00-00_device_requests_do_not_lock_their_app).
+ *
  * Written as SQL rather than with the query builder: on the code issuance path, building this
  * statement's query tree cost about a sixth of the server's CPU (npm run bench -- --profile).
  */

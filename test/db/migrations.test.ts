@@ -175,3 +175,45 @@ describe('migration 2026-11-23T00-00-00_banned_users_keep_no_access_tokens', () 
     expect(await tokens()).toEqual([hex(hash('bt1'))]);
   });
 });
+
+describe('migration 2026-11-23T12-00-00_device_requests_do_not_lock_their_app', () => {
+  const BEFORE = '2026-11-23T00-00-00_banned_users_keep_no_access_tokens';
+  const state = unmigratedDatabase();
+  const insertRequest = (db: Kysely<any>, label: string, clientId: string) =>
+    sql`INSERT INTO device_requests (device_code_hash, user_code_hmac, client_id, scopes, phrase, phrase_choices,
+                                     interval_seconds, created_at, expires_at)
+        VALUES (${hash(label)}, ${hash(label)}, ${clientId}, '{profile}', 'AmberFalcon', '{AmberFalcon,QuietHarbor,BraveOtter}',
+                5, now(), now() + interval '10 minutes')`.execute(db);
+  const requestsByApp = async (db: Kysely<any>) =>
+    (await sql<{ client_id: string }>`SELECT client_id FROM device_requests ORDER BY request_id`.execute(db)).rows.map((r) => r.client_id);
+  const issuanceLocks = async (db: Kysely<any>) =>
+    (await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM pg_constraint WHERE conrelid = 'device_requests'::regclass AND confrelid = 'clients'::regclass`.execute(db)).rows[0]!.n;
+
+  it('drops the key that locked the app on every issuance, still deletes an app’s requests with it, and goes back down', async () => {
+    const { db, migrator } = state;
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes) VALUES
+                ('tv_kept', 'Kept', 'tv', 'public', '{profile}'), ('tv_gone', 'Gone', 'tv', 'public', '{profile}'),
+                ('tv_later', 'Later', 'tv', 'public', '{profile}')`.execute(db);
+    expect(await issuanceLocks(db)).toBe(1);
+
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    expect(await issuanceLocks(db)).toBe(0);
+    await insertRequest(db, 'kept', 'tv_kept');
+    await insertRequest(db, 'gone-1', 'tv_gone');
+    await insertRequest(db, 'gone-2', 'tv_gone');
+    await sql`DELETE FROM clients WHERE client_id = 'tv_gone'`.execute(db);
+    expect(await requestsByApp(db)).toEqual(['tv_kept']);
+
+    // A request left behind by an issuance that raced its app's deletion: the way down drops it.
+    await insertRequest(db, 'orphan', 'tv_gone');
+    await insertRequest(db, 'later', 'tv_later');
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    expect(await requestsByApp(db)).toEqual(['tv_kept', 'tv_later']);
+    expect(await issuanceLocks(db)).toBe(1);
+    await expect(insertRequest(db, 'unknown', 'tv_gone')).rejects.toThrow(/device_requests_client_id_fkey/);
+    await sql`DELETE FROM clients WHERE client_id = 'tv_later'`.execute(db);
+    expect(await requestsByApp(db)).toEqual(['tv_kept']);
+  });
+});
