@@ -9,6 +9,7 @@ import * as accessTokensNameTheirUserAndApp from './2026-11-22T03-00-00_access_t
 import * as oneRequestPerUserCode from './2026-11-22T04-00-00_one_request_per_user_code.js';
 import * as bannedUsersKeepNoAccessTokens from './2026-11-23T00-00-00_banned_users_keep_no_access_tokens.js';
 import * as deviceRequestsDoNotLockTheirApp from './2026-11-23T12-00-00_device_requests_do_not_lock_their_app.js';
+import * as chainRowsDoNotRecheckTheirLink from './2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link.js';
 
 /**
  * Every migration, by name, in order. A static list (rather than reading the folder) works the
@@ -25,4 +26,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-22T04-00-00_one_request_per_user_code': oneRequestPerUserCode,
   '2026-11-23T00-00-00_banned_users_keep_no_access_tokens': bannedUsersKeepNoAccessTokens,
   '2026-11-23T12-00-00_device_requests_do_not_lock_their_app': deviceRequestsDoNotLockTheirApp,
+  '2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link': chainRowsDoNotRecheckTheirLink,
 };

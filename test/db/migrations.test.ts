@@ -217,3 +217,67 @@ describe('migration 2026-11-23T12-00-00_device_requests_do_not_lock_their_app', 
     expect(await requestsByApp(db)).toEqual(['tv_kept']);
   });
 });
+
+describe('migration 2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link', () => {
+  const BEFORE = '2026-11-23T12-00-00_device_requests_do_not_lock_their_app';
+  const state = unmigratedDatabase();
+  const user = (n: number) => `00000000-0000-4000-8000-00000000001${n}`;
+  const link = (n: number) => `00000000-0000-4000-8000-0000000000d${n}`;
+  /** A chain of `clientId` for user n: its link, a refresh token, an access token and an event. */
+  const insertChain = async (db: Kysely<any>, n: number, clientId: string, userN = n) => {
+    await sql`INSERT INTO device_links (link_id, user_id, client_id, scopes, auth_time, created_at, last_used_at, expires_at)
+              VALUES (${link(n)}, ${user(userN)}, ${clientId}, '{profile}', now(), now(), now(), now() + interval '1 day')`.execute(db);
+    await insertChainRows(db, n, clientId, userN);
+  };
+  const insertChainRows = async (db: Kysely<any>, n: number, clientId: string, userN = n) => {
+    await sql`INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at)
+              VALUES (${hash(`rt${n}`)}, ${link(n)}, now(), now() + interval '1 day')`.execute(db);
+    await sql`INSERT INTO access_tokens (token_hash, link_id, user_id, client_id, scopes, created_at, expires_at)
+              VALUES (${hash(`at${n}`)}, ${link(n)}, ${user(userN)}, ${clientId}, '{profile}', now(), now() + interval '1 hour')`.execute(db);
+    await sql`INSERT INTO link_events (link_id, user_id, client_id, event, created_at)
+              VALUES (${link(n)}, ${user(userN)}, ${clientId}, 'issued', now())`.execute(db);
+  };
+  /** For each table, the chains (by number) that have rows in it. */
+  const rowsByChain = async (db: Kysely<any>) => {
+    const of = async (table: string) =>
+      (await sql<{ link_id: string }>`SELECT DISTINCT link_id::text FROM ${sql.table(table)} ORDER BY 1`.execute(db)).rows.map((r) =>
+        Number(r.link_id.slice(-1)),
+      );
+    return { refresh: await of('refresh_tokens'), access: await of('access_tokens'), events: await of('link_events') };
+  };
+  const keysToLinks = async (db: Kysely<any>) =>
+    (await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM pg_constraint WHERE confrelid = 'device_links'::regclass
+        AND conrelid IN ('refresh_tokens'::regclass, 'access_tokens'::regclass, 'link_events'::regclass)`.execute(db)).rows[0]!.n;
+
+  it('drops the keys that looked a written link up again, still deletes a chain’s rows with its link, and goes back down', async () => {
+    const { db, migrator } = state;
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    for (const n of [1, 2, 3, 4, 5]) {
+      await sql`INSERT INTO users (user_id, email, password_hash) VALUES (${user(n)}, ${`d${n}@example.test`}, 'x')`.execute(db);
+    }
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes) VALUES
+                ('tv_d', 'D', 'tv', 'public', '{profile}'), ('tv_gone', 'Gone', 'tv', 'public', '{profile}')`.execute(db);
+    expect(await keysToLinks(db)).toBe(3);
+
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    expect(await keysToLinks(db)).toBe(0);
+    for (const n of [1, 2, 3]) await insertChain(db, n, 'tv_d');
+    await insertChain(db, 4, 'tv_gone');
+    // The purge deletes ended links; their rows go with them, in one statement for several.
+    await sql`DELETE FROM device_links WHERE link_id IN (${link(1)}, ${link(2)})`.execute(db);
+    expect(await rowsByChain(db)).toEqual({ refresh: [3, 4], access: [3, 4], events: [3, 4] });
+    // So they do when a deleted user or app takes its links with it (the keys that remain cascade).
+    await sql`DELETE FROM users WHERE user_id = ${user(3)}`.execute(db);
+    await sql`DELETE FROM clients WHERE client_id = 'tv_gone'`.execute(db);
+    expect(await rowsByChain(db)).toEqual({ refresh: [], access: [], events: [] });
+
+    // Rows whose link is gone (none can be left by the server; written here by hand): the way down drops them.
+    await insertChain(db, 5, 'tv_d');
+    await insertChainRows(db, 1, 'tv_d', 5);
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    expect(await rowsByChain(db)).toEqual({ refresh: [5], access: [5], events: [5] });
+    expect(await keysToLinks(db)).toBe(3);
+    await expect(insertChainRows(db, 1, 'tv_d', 5)).rejects.toThrow(/refresh_tokens_link_id_fkey/);
+  });
+});

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { purgeExpired, type PurgeOptions } from '../../src/oauth/housekeeping.js';
 import { startAnonymousSession } from '../../src/accounts/sessions.js';
 import { revokeChains } from '../../src/oauth/chains.js';
+import { deleteEndedLinks } from '../../src/repositories/purge.js';
 import { deleteStaleRateLimitCounters } from '../../src/repositories/rate-limits.js';
 import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { holdLocks } from '../helpers/lock-holder.js';
@@ -110,5 +111,35 @@ describe('a purge racing a write', () => {
     expect(await purging).toBe(0);
     const kept = await t.deps.db.selectFrom('rate_limit_counters').select('hits').where('key', '=', 'purge-race').executeTakeFirst();
     expect(kept).toEqual({ hits: 1 });
+  });
+
+  /**
+   * A chain's rows have no foreign key to its link (migration 2026-11-23T13-00-00); a trigger
+   * deletes them with it. A writer (here as a revocation writes: the link, then its event) holds
+   * the link's lock; the purge's DELETE waits for it, and the trigger's statements, each with a
+   * snapshot of its own, then see the rows the writer committed.
+   */
+  it.skipIf(!process.env.TEST_DATABASE_URL)('rows written to an ended chain while the purge waits on its link are deleted with it', async () => {
+    const tokens = await signedInDevice();
+    const link = await linkOf(t, tokens.access_token);
+    t.clock.advance(t.config.refreshTokenTtl + 1);
+    const holder = await holdLocks(t.database.url!);
+    await holder.query('UPDATE device_links SET last_used_at = last_used_at WHERE link_id = $1', [link.link_id]);
+    await holder.query(
+      `INSERT INTO link_events (link_id, user_id, client_id, event, reason, created_at) VALUES ($1, $2, $3, 'revoked', 'signed_out_by_user', now())`,
+      [link.link_id, link.user_id, link.client_id],
+    );
+    await holder.query(
+      `INSERT INTO access_tokens (token_hash, link_id, user_id, client_id, scopes, created_at, expires_at)
+       VALUES (sha256('purge-race'), $1, $2, $3, '{profile}', now(), now() + interval '1 hour')`,
+      [link.link_id, link.user_id, link.client_id],
+    );
+    const purging = deleteEndedLinks(t.deps.db, t.clock.now(), 10);
+    await holder.commitWhenWaiting(1);
+    expect(await purging).toBeGreaterThanOrEqual(1);
+    for (const table of ['device_links', 'refresh_tokens', 'access_tokens', 'link_events'] as const) {
+      const left = await t.deps.db.selectFrom(table).select('link_id').where('link_id', '=', link.link_id).execute();
+      expect(left, table).toEqual([]);
+    }
   });
 });
