@@ -18,8 +18,11 @@ export interface ScenarioRecord {
   serverCpu: number | null;
   /** CPU of the database backends of this run (PostgreSQL) during the measured window. */
   dbCpu: number | null;
-  /** WAL bytes and full-page images written per second of the measured window, and checkpoints begun in it (PostgreSQL). */
-  wal?: { bytes: number; fullPageImages: number; checkpoints?: number } | null;
+  /**
+   * WAL bytes and full-page images written per second of the measured window, checkpoints begun in
+   * it, and the tables an autovacuum worker worked on in it (PostgreSQL).
+   */
+  wal?: { bytes: number; fullPageImages: number; checkpoints?: number; autovacuumed?: string[] } | null;
   /** Resident memory of the process under load at the end of the window (VmRSS) and its peak so far (VmHWM), MiB. */
   memory: { rssMb: number; peakMb: number } | null;
   vsForm: number | null;
@@ -102,7 +105,7 @@ export function scenarioTable(records: ScenarioRecord[]): string {
   for (const r of records) {
     const rate = r.result.requestsPerSecond;
     lines.push(
-      `| ${r.scenario} | ${int(r.rows)} | ${int(rate)} | ${ms(r.result.p50Ms)} | ${ms(r.result.p99Ms)} | ${ratio(r.vsForm)} | ${ratio(r.vsUpdate)} | ${share(r.serverCpu)} | ${perRequest(r.serverCpu, rate)} | ${perRequest(r.dbCpu, rate)} | ${walPerRequest(r.wal?.bytes, rate, 0)} | ${walPerRequest(r.wal?.fullPageImages, rate, 2)} | ${share(r.result.loadCpu)} | ${r.memory ? r.memory.rssMb.toFixed(0) : ''} | ${formatMix(r.result.mix)}${r.result.waitsForDueCode > 0 ? ' (pool-bound: waited for a due code)' : ''}${r.result.poolCycledInWarmup === false ? ' (warm-up ended before every code was polled once)' : ''}${r.wal?.checkpoints ? ' (a checkpoint began in the measured window)' : ''} |`,
+      `| ${r.scenario} | ${int(r.rows)} | ${int(rate)} | ${ms(r.result.p50Ms)} | ${ms(r.result.p99Ms)} | ${ratio(r.vsForm)} | ${ratio(r.vsUpdate)} | ${share(r.serverCpu)} | ${perRequest(r.serverCpu, rate)} | ${perRequest(r.dbCpu, rate)} | ${walPerRequest(r.wal?.bytes, rate, 0)} | ${walPerRequest(r.wal?.fullPageImages, rate, 2)} | ${share(r.result.loadCpu)} | ${r.memory ? r.memory.rssMb.toFixed(0) : ''} | ${formatMix(r.result.mix)}${r.result.waitsForDueCode > 0 ? ' (pool-bound: waited for a due code)' : ''}${r.result.poolCycledInWarmup === false ? ' (warm-up ended before every code was polled once)' : ''}${r.wal?.checkpoints ? ' (a checkpoint began in the measured window)' : ''}${r.wal?.autovacuumed?.length ? ` (autovacuum in the measured window: ${r.wal.autovacuumed.join(', ')})` : ''} |`,
     );
   }
   return lines.join('\n');

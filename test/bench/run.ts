@@ -115,7 +115,8 @@ interface Target {
    * default) then never falls inside the scenario, which lasts well under that: each page's first
    * change after a checkpoint logs a full image (in one full run, poll at 1,000,000 rows logged
    * 0.06 per poll and kept 0.79 of its 20,000-row rate; 0.98 in the run before). The warm-up
-   * absorbs those images instead. The table flags a window in which a checkpoint began anyway.
+   * absorbs those images instead. The table flags a window in which a checkpoint began anyway, and
+   * one in which an autovacuum worker ran: its CPU counts in the scenario's database CPU.
    */
   checkpoint: (() => Promise<void>) | null;
 }
@@ -125,6 +126,26 @@ interface WalCounters {
   fullPageImages: number;
   /** Checkpoints begun (timed or requested): after one, each page's first change logs a full image. */
   checkpoints: number;
+  /** Autovacuum and autoanalyze runs finished so far, by table. */
+  maintenanceRuns: Record<string, number>;
+  /** Tables an autovacuum worker is vacuuming or analysing now. */
+  maintaining: string[];
+}
+
+interface WalInWindow {
+  bytes: number;
+  fullPageImages: number;
+  checkpoints: number;
+  autovacuumed: string[];
+}
+
+/** The tables an autovacuum worker worked on in a window: runs that finished in it, and any at its ends. */
+function maintainedBetween(first: WalCounters, last: WalCounters): string[] {
+  const tables = new Set([...first.maintaining, ...last.maintaining]);
+  for (const [table, runs] of Object.entries(last.maintenanceRuns)) {
+    if (runs > (first.maintenanceRuns[table] ?? 0)) tables.add(table);
+  }
+  return [...tables].sort();
 }
 
 /** The ceilings are served by test/bench/ceilings.ts, every other kind by the server. */
@@ -230,8 +251,8 @@ interface ScenarioRun {
   result: LoadResult;
   serverCpu: number | null;
   dbCpu: number | null;
-  /** WAL written per second of the measured window, and the checkpoints begun in it. */
-  wal: WalCounters | null;
+  /** WAL written per second of the measured window, the checkpoints begun in it and the tables autovacuumed in it. */
+  wal: WalInWindow | null;
   /** The process under load at the end of the measured window. */
   memory: { rssMb: number; peakMb: number } | null;
   /** performance.now() of the measured window's start, in this process. */
@@ -257,7 +278,7 @@ async function runLoad(target: Target, spec: LoadSpec): Promise<ScenarioRun> {
   const last = marks.end ? await marks.end : null;
   let serverCpu: number | null = null;
   let dbCpu: number | null = null;
-  let wal: WalCounters | null = null;
+  let wal: WalInWindow | null = null;
   if (first && last && last.at > first.at) {
     const wall = (last.at - first.at) / 1000;
     if (first.wal && last.wal) {
@@ -265,6 +286,7 @@ async function runLoad(target: Target, spec: LoadSpec): Promise<ScenarioRun> {
         bytes: (last.wal.bytes - first.wal.bytes) / wall,
         fullPageImages: (last.wal.fullPageImages - first.wal.fullPageImages) / wall,
         checkpoints: last.wal.checkpoints - first.wal.checkpoints,
+        autovacuumed: maintainedBetween(first.wal, last.wal),
       };
     }
     if (first.process !== null && last.process !== null) serverCpu = (last.process - first.process) / wall;
@@ -587,12 +609,22 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
     // update about once a second, so that figure is approximate over a short window.
     walCounters: async () => {
       const row = (
-        await sql<{ bytes: string; full_page_images: string; checkpoints: string }>`
+        await sql<{ bytes: string; full_page_images: string; checkpoints: string; maintenance_runs: Record<string, number>; maintaining: string[] }>`
           SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::text AS bytes,
                  (SELECT wal_fpi FROM pg_stat_wal)::text AS full_page_images,
-                 (${checkpointsStarted})::text AS checkpoints`.execute(handle.db)
+                 (${checkpointsStarted})::text AS checkpoints,
+                 (SELECT coalesce(json_object_agg(relname, autovacuum_count + autoanalyze_count), '{}') FROM pg_stat_user_tables) AS maintenance_runs,
+                 (SELECT coalesce(json_agg(DISTINCT c.relname), '[]') FROM pg_class c
+                  WHERE c.oid IN (SELECT relid FROM pg_stat_progress_vacuum WHERE datname = current_database()
+                                  UNION SELECT relid FROM pg_stat_progress_analyze WHERE datname = current_database())) AS maintaining`.execute(handle.db)
       ).rows[0];
-      return { bytes: Number(row?.bytes ?? NaN), fullPageImages: Number(row?.full_page_images ?? NaN), checkpoints: Number(row?.checkpoints ?? NaN) };
+      return {
+        bytes: Number(row?.bytes ?? NaN),
+        fullPageImages: Number(row?.full_page_images ?? NaN),
+        checkpoints: Number(row?.checkpoints ?? NaN),
+        maintenanceRuns: row?.maintenance_runs ?? {},
+        maintaining: row?.maintaining ?? [],
+      };
     },
     checkpoint: async () => {
       await sql`CHECKPOINT`.execute(handle.db);
