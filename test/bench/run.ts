@@ -108,8 +108,8 @@ interface Target {
   ceilingsPort: number;
   /** PIDs of this run's PostgreSQL backends; null on the embedded database. */
   dbPids: (() => Promise<number[]>) | null;
-  /** PostgreSQL's WAL counters (cluster-wide: this run is the only writer while it measures). */
-  walCounters: (() => Promise<WalCounters>) | null;
+  /** PostgreSQL's WAL and checkpoint counters (cluster-wide: this run is the only writer while it measures) and its autovacuum runs. */
+  databaseCounters: (() => Promise<DatabaseCounters>) | null;
   /**
    * Runs a checkpoint before a scenario (PostgreSQL). A timed one (checkpoint_timeout, 5 minutes by
    * default) then never falls inside the scenario, which lasts well under that: each page's first
@@ -121,7 +121,7 @@ interface Target {
   checkpoint: (() => Promise<void>) | null;
 }
 
-interface WalCounters {
+interface DatabaseCounters {
   bytes: number;
   fullPageImages: number;
   /** Checkpoints begun (timed or requested): after one, each page's first change logs a full image. */
@@ -132,15 +132,11 @@ interface WalCounters {
   maintaining: string[];
 }
 
-interface WalInWindow {
-  bytes: number;
-  fullPageImages: number;
-  checkpoints: number;
-  autovacuumed: string[];
-}
+/** What the database did in a measured window: WAL per second, checkpoints begun, tables autovacuumed. */
+type WalInWindow = Required<NonNullable<ScenarioRecord['wal']>>;
 
 /** The tables an autovacuum worker worked on in a window: runs that finished in it, and any at its ends. */
-function maintainedBetween(first: WalCounters, last: WalCounters): string[] {
+function maintainedBetween(first: DatabaseCounters, last: DatabaseCounters): string[] {
   const tables = new Set([...first.maintaining, ...last.maintaining]);
   for (const [table, runs] of Object.entries(last.maintenanceRuns)) {
     if (runs > (first.maintenanceRuns[table] ?? 0)) tables.add(table);
@@ -211,7 +207,7 @@ interface CpuSample {
   process: number | null;
   db: Map<number, number> | null;
   memory: { rssMb: number; peakMb: number } | null;
-  wal: WalCounters | null;
+  database: DatabaseCounters | null;
 }
 
 async function sampleCpu(target: Target, pid: number): Promise<CpuSample> {
@@ -219,14 +215,14 @@ async function sampleCpu(target: Target, pid: number): Promise<CpuSample> {
   const monotonicUs = Number(process.hrtime.bigint() / 1000n);
   const processCpu = cpuSecondsOf(pid);
   const memory = memoryOf(pid);
-  if (!target.dbPids) return { at, monotonicUs, process: processCpu, db: null, memory, wal: null };
+  if (!target.dbPids) return { at, monotonicUs, process: processCpu, db: null, memory, database: null };
   const db = new Map<number, number>();
   for (const dbPid of await target.dbPids()) {
     const seconds = cpuSecondsOf(dbPid);
     if (seconds !== null) db.set(dbPid, seconds);
   }
-  const wal = target.walCounters ? await target.walCounters() : null;
-  return { at, monotonicUs, process: processCpu, db, memory, wal };
+  const database = target.databaseCounters ? await target.databaseCounters() : null;
+  return { at, monotonicUs, process: processCpu, db, memory, database };
 }
 
 function dbCpuBetween(start: CpuSample, end: CpuSample): number | null {
@@ -281,12 +277,12 @@ async function runLoad(target: Target, spec: LoadSpec): Promise<ScenarioRun> {
   let wal: WalInWindow | null = null;
   if (first && last && last.at > first.at) {
     const wall = (last.at - first.at) / 1000;
-    if (first.wal && last.wal) {
+    if (first.database && last.database) {
       wal = {
-        bytes: (last.wal.bytes - first.wal.bytes) / wall,
-        fullPageImages: (last.wal.fullPageImages - first.wal.fullPageImages) / wall,
-        checkpoints: last.wal.checkpoints - first.wal.checkpoints,
-        autovacuumed: maintainedBetween(first.wal, last.wal),
+        bytes: (last.database.bytes - first.database.bytes) / wall,
+        fullPageImages: (last.database.fullPageImages - first.database.fullPageImages) / wall,
+        checkpoints: last.database.checkpoints - first.database.checkpoints,
+        autovacuumed: maintainedBetween(first.database, last.database),
       };
     }
     if (first.process !== null && last.process !== null) serverCpu = (last.process - first.process) / wall;
@@ -607,7 +603,7 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
       ).rows.map((row) => row.pid),
     // The LSN counts bytes exactly; full-page images come from pg_stat_wal, which backends
     // update about once a second, so that figure is approximate over a short window.
-    walCounters: async () => {
+    databaseCounters: async () => {
       const row = (
         await sql<{ bytes: string; full_page_images: string; checkpoints: string; maintenance_runs: Record<string, number>; maintaining: string[] }>`
           SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::text AS bytes,
@@ -710,7 +706,7 @@ async function embeddedPhase(options: Options, profile: Profile): Promise<{ reco
     ceilings: ceilings.child,
     ceilingsPort: ceilings.port,
     dbPids: null,
-    walCounters: null,
+    databaseCounters: null,
     checkpoint: null,
   };
   const records = withRatios(await runPlan(target, options, profile, plansFor(profile.rows, 0, options, profile, '', true, false), null)).map((r) => ({
