@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import cookie from '@fastify/cookie';
-import formbody from '@fastify/formbody';
 import view from '@fastify/view';
 import { Eta } from 'eta';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
@@ -14,6 +13,7 @@ import { metricsRoutes } from './http/metrics-routes.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
 import { registerSecretsNotInUrl } from './http/plugins/secrets-not-in-url.js';
+import { registerStrictInput, strictQueryParser } from './http/plugins/strict-input.js';
 import { registerCsrfCheck } from './http/plugins/csrf.js';
 import { registerSessions } from './http/plugins/session.js';
 import { accountRoutes } from './http/page-routes/account.js';
@@ -65,13 +65,13 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     bodyLimit: 64 * 1024,
     requestIdHeader: false,
     genReqId: () => crypto.randomUUID(),
-    routerOptions: { ignoreTrailingSlash: true },
+    routerOptions: { ignoreTrailingSlash: true, querystringParser: strictQueryParser },
   });
 
   // Every endpoint takes application/x-www-form-urlencoded (RFC 6749 §3.2, HTML forms); JSON or
   // text bodies are refused with 415 rather than half-understood.
   app.removeContentTypeParser(['application/json', 'text/plain']);
-  await app.register(formbody);
+  registerStrictInput(app);
   registerSecretsNotInUrl(app);
   await app.register(view, {
     engine: { eta: new Eta({ views: viewsFolder, cache: true, autoEscape: true }) },
@@ -80,7 +80,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   });
   registerErrorHandler(app);
   registerGracefulClose(app);
-  registerSecurityHeaders(app);
+  registerSecurityHeaders(app, deps.config.issuer);
 
   app.get('/static/style.css', async (_request, reply) =>
     reply.type('text/css; charset=utf-8').header('Cache-Control', 'public, max-age=3600').send(stylesheet),

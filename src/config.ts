@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 
 const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
@@ -44,11 +45,18 @@ const schema = z
     REDIS_URL: z.url({ protocol: /^rediss?$/ }).optional(),
     RATE_LIMIT_USER_CODE_PER_USER: rateLimit('5/60'),
     RATE_LIMIT_USER_CODE_PER_IP: rateLimit('5/60'),
-    RATE_LIMIT_SIGNIN_PER_ACCOUNT: rateLimit('10/900'),
+    RATE_LIMIT_SIGNIN_PER_ACCOUNT_IP: rateLimit('5/900'),
     RATE_LIMIT_SIGNIN_PER_IP: rateLimit('30/900'),
+    RATE_LIMIT_SIGNIN_PER_ACCOUNT: rateLimit('20/900'),
+    SIGNIN_SLOWDOWN_MS: z.coerce.number().int().min(0).max(10_000).default(1000),
     RATE_LIMIT_DEVICE_CODE_PER_CLIENT: rateLimit('1200/60'),
     RATE_LIMIT_DEVICE_CODE_PER_IP: rateLimit('30/60'),
     RATE_LIMIT_TOKEN_PER_CLIENT: rateLimit('60000/60'),
+    RATE_LIMIT_TOKEN_PER_IP: rateLimit('3000/60'),
+    RATE_LIMIT_IPV6_PREFIX: z.coerce.number().int().min(32).max(128).default(64),
+    PASSWORD_CHECKS_RUNNING: z.coerce.number().int().min(1).max(64).default(Math.max(1, availableParallelism())),
+    PASSWORD_CHECKS_QUEUED: z.coerce.number().int().min(0).max(1000).default(16),
+    PASSWORD_CHECKS_PER_IP: z.coerce.number().int().min(1).max(64).default(2),
     TRUST_PROXY: z.string().default('false'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
@@ -77,11 +85,20 @@ const schema = z
       rateLimits: {
         userCodePerUser: env.RATE_LIMIT_USER_CODE_PER_USER,
         userCodePerIp: env.RATE_LIMIT_USER_CODE_PER_IP,
-        signInPerAccount: env.RATE_LIMIT_SIGNIN_PER_ACCOUNT,
+        signInPerAccountIp: env.RATE_LIMIT_SIGNIN_PER_ACCOUNT_IP,
         signInPerIp: env.RATE_LIMIT_SIGNIN_PER_IP,
+        signInPerAccount: env.RATE_LIMIT_SIGNIN_PER_ACCOUNT,
         deviceCodePerClient: env.RATE_LIMIT_DEVICE_CODE_PER_CLIENT,
         deviceCodePerIp: env.RATE_LIMIT_DEVICE_CODE_PER_IP,
         tokenPerClient: env.RATE_LIMIT_TOKEN_PER_CLIENT,
+        tokenPerIp: env.RATE_LIMIT_TOKEN_PER_IP,
+      },
+      ipv6Prefix: env.RATE_LIMIT_IPV6_PREFIX,
+      signInSlowdownMs: env.SIGNIN_SLOWDOWN_MS,
+      passwordChecks: {
+        running: env.PASSWORD_CHECKS_RUNNING,
+        queued: env.PASSWORD_CHECKS_QUEUED,
+        perAddress: env.PASSWORD_CHECKS_PER_IP,
       },
       purgeIntervalSeconds: env.PURGE_INTERVAL,
       purge: {

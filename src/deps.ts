@@ -4,6 +4,7 @@ import type { Config } from './config.js';
 import type { Database, DatabaseHandle } from './db/connect.js';
 import type { Clock } from './lib/clock.js';
 import { createMetrics, type Metrics } from './lib/metrics.js';
+import { PasswordChecks } from './accounts/password-checks.js';
 import { RateLimiter } from './rate-limits/limiter.js';
 import { databaseCounterStore, redisCounterStore } from './rate-limits/store.js';
 import { loadSigningKeys, type SigningKeys } from './oauth/keys.js';
@@ -21,6 +22,7 @@ export interface Deps {
   secrets: ServerSecrets;
   metrics: Metrics;
   rateLimiter: RateLimiter;
+  passwordChecks: PasswordChecks;
   clients: ClientDirectory;
   /** Releases what createDeps opened besides the database (the Redis connection). */
   close(): Promise<void>;
@@ -29,6 +31,12 @@ export interface Deps {
 export interface ServerSecrets {
   /** HMAC key for user codes: they are too short to be stored as a bare hash. */
   userCodeKey: Buffer;
+  /**
+   * HMAC key for the CSRF tokens of anonymous forms, a key of its own rather than one derived from
+   * userCodeKey: replacing it only expires the sign-in forms open at that moment, and no other
+   * value in the system is ever computed under it.
+   */
+  anonymousCsrfKey: Buffer;
 }
 
 export async function createDeps(options: {
@@ -39,6 +47,7 @@ export async function createDeps(options: {
 }): Promise<Deps> {
   const { database, config, log, clock } = options;
   const userCodeKey = Buffer.from(await ensureServerSecret(database.db, 'user_code_hmac_key', randomBytes(32)));
+  const anonymousCsrfKey = Buffer.from(await ensureServerSecret(database.db, 'anonymous_csrf_hmac_key', randomBytes(32)));
   const keys = await loadSigningKeys(database.db, clock.now(), config.idTokenTtl);
   const metrics = createMetrics(() => database.poolStats());
   const counters = config.redisUrl ? await redisCounterStore(config.redisUrl) : databaseCounterStore(database.db);
@@ -50,9 +59,10 @@ export async function createDeps(options: {
     log,
     clock,
     keys,
-    secrets: { userCodeKey },
+    secrets: { userCodeKey, anonymousCsrfKey },
     metrics,
     rateLimiter,
+    passwordChecks: new PasswordChecks(config.passwordChecks),
     clients: new ClientDirectory(database.db),
     async close() {
       await rateLimiter.close();

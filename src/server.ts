@@ -2,12 +2,16 @@ import pino from 'pino';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { connectDatabase } from './db/connect.js';
+import { describeUnavailable, isDatabaseUnavailable } from './db/unavailable.js';
 import { migrateToLatest } from './db/migrate.js';
 import { createDeps } from './deps.js';
 import { systemClock } from './lib/clock.js';
-import { loggerOptions } from './lib/logging.js';
+import { logDestination, loggerOptions } from './lib/logging.js';
 import { purgeExpired } from './oauth/housekeeping.js';
 import type { Deps } from './deps.js';
+
+// The descriptor itself, not process.stdout: that stream would throw its EPIPE as an uncaught error.
+const STDOUT = 1;
 
 async function main(): Promise<void> {
   let config;
@@ -20,7 +24,7 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const log = pino(loggerOptions(config.logLevel));
+  const log = pino(loggerOptions(config.logLevel), logDestination(STDOUT));
   const database = await connectDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
@@ -68,7 +72,10 @@ function startPurging(deps: Deps): NodeJS.Timeout | null {
     running = true;
     purgeExpired(deps.db, deps.clock.now(), deps.config.purge)
       .then((counts) => deps.log.info({ purged: counts }, 'purge done'))
-      .catch((error: unknown) => deps.log.warn({ err: error }, 'purge failed'))
+      .catch((error: unknown) =>
+        // While the database is away this fails every tick: one line each, without a stack.
+        deps.log.warn(isDatabaseUnavailable(error) ? describeUnavailable(error) : { err: error }, 'purge failed'),
+      )
       .finally(() => (running = false));
   }, seconds * 1000);
   timer.unref();

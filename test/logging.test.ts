@@ -16,6 +16,7 @@ describe('logs', () => {
   it('a full flow at trace level leaves no secret in the logs: codes, tokens, passwords, client secrets, cookies, Authorization', async () => {
     const user = await seedUser(t);
     const bot = await seedClient(t, { kind: 'bot', type: 'confidential' });
+    const resourceServer = await seedClient(t, { kind: 'web', type: 'confidential', name: 'Photo API' });
     const basic = basicAuth(bot.clientId, bot.clientSecret!);
     const flow = await startDeviceFlow(t, bot.clientId, { scope: 'openid profile email offline_access', platform_name: 'Chat' }, { authorization: basic });
 
@@ -26,7 +27,7 @@ describe('logs', () => {
     const approval = await browser.post('/activate/bot', { user_code: flow.user_code });
     const decided = await browser.post('/activate/bot/decision', {
       user_code: inputValue(approval.body, 'user_code'),
-      request_id: inputValue(approval.body, 'request_id'),
+      request_handle: inputValue(approval.body, 'request_handle'),
       action: 'approve',
       phrase: flow.confirmation_phrase,
     });
@@ -40,7 +41,7 @@ describe('logs', () => {
     // Refresh, introspection by a resource server, revocation, and a replay that revokes the chain.
     const botClient = { clientId: bot.clientId, clientSecret: bot.clientSecret };
     const rotated = await refreshed(t, botClient, tokens.refresh_token);
-    await introspection(t, botClient, rotated.access_token);
+    await introspection(t, resourceServer, rotated.access_token);
     await refresh(t, botClient, tokens.refresh_token);
     await revoke(t, botClient, rotated.refresh_token!);
     // A refused token in a URL must not be logged either.
@@ -57,6 +58,7 @@ describe('logs', () => {
       id_token: tokens.id_token,
       password: user.password,
       client_secret: bot.clientSecret!,
+      resource_server_secret: resourceServer.clientSecret!,
       basic_header: basic.slice('Basic '.length),
       session_cookie: [...browser.cookies.values()][0]!,
       csrf_token: browser.csrfToken!,

@@ -47,7 +47,7 @@ describe('GET /metrics (Prometheus)', () => {
       const approval = await browser.post('/activate', { user_code: userCode });
       return browser.post('/activate/decision', {
         user_code: inputValue(approval.body, 'user_code'),
-        request_id: inputValue(approval.body, 'request_id'),
+        request_handle: inputValue(approval.body, 'request_handle'),
         action,
         phrase,
       });

@@ -12,11 +12,13 @@ afterAll(() => database.drop());
 const limits = (max: number): Limits => ({
   userCodePerUser: null,
   userCodePerIp: null,
+  signInPerAccountIp: null,
   signInPerAccount: null,
   signInPerIp: null,
   deviceCodePerClient: null,
   deviceCodePerIp: null,
   tokenPerClient: { max, windowSeconds: 60 },
+  tokenPerIp: null,
 });
 
 const storedHits = async (subject: string) =>
@@ -69,7 +71,7 @@ describe('high limits are counted in memory and flushed to the shared store', ()
   it('hits are kept, not lost, while the store is away', async () => {
     let fail = true;
     const real = databaseCounterStore(database.handle.db);
-    const flaky = { ...real, hit: async (...args: Parameters<typeof real.hit>) => (fail ? Promise.reject(new Error('down')) : real.hit(...args)) };
+    const flaky = { ...real, hitMany: async (...args: Parameters<typeof real.hitMany>) => (fail ? Promise.reject(new Error("down")) : real.hitMany(...args)) };
     const limiter = new RateLimiter(flaky, limits(BUFFERED_FROM));
     const subject = `client-${Math.random()}`;
     for (let i = 0; i < 10; i++) await limiter.consume('tokenPerClient', subject, now);
@@ -78,6 +80,29 @@ describe('high limits are counted in memory and flushed to the shared store', ()
     fail = false;
     await limiter.flush();
     expect(await storedHits(subject)).toBe(10);
+    await limiter.close();
+  });
+});
+
+describe('a reservation the store cannot refund now is refunded later', () => {
+  it('an outage does not turn attempts that were never evaluated into failures', async () => {
+    const now = new Date('2026-11-21T12:00:10Z');
+    let away = true;
+    const real = databaseCounterStore(database.handle.db);
+    const flaky = { ...real, refund: async (...args: Parameters<typeof real.refund>) => (away ? Promise.reject(new Error('down')) : real.refund(...args)) };
+    const guessLimits: Limits = { ...limits(BUFFERED_FROM), userCodePerUser: { max: 3, windowSeconds: 60 } };
+    const limiter = new RateLimiter(flaky, guessLimits);
+    const subject = `user-${Math.random()}`;
+    const stored = async () =>
+      (await database.handle.db.selectFrom('rate_limit_counters').select('hits').where('key', '=', `userCodePerUser:${subject}`).executeTakeFirst())?.hits;
+    for (let i = 0; i < 3; i++) await (await limiter.reserve([['userCodePerUser', subject]], now)).refund();
+    expect(await stored()).toBe(3);
+    await limiter.flush();
+    expect(await stored()).toBe(3);
+    away = false;
+    await limiter.flush();
+    expect(await stored()).toBe(0);
+    expect((await limiter.reserve([['userCodePerUser', subject]], now)).verdict().limited).toBe(false);
     await limiter.close();
   });
 });

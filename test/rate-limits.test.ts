@@ -9,7 +9,8 @@ import { USER_CODE_ALPHABET, USER_CODE_LENGTH } from '../src/oauth/device/user-c
 const LIMITS = {
   RATE_LIMIT_USER_CODE_PER_USER: '5/60',
   RATE_LIMIT_USER_CODE_PER_IP: '8/60',
-  RATE_LIMIT_SIGNIN_PER_ACCOUNT: '3/900',
+  RATE_LIMIT_SIGNIN_PER_ACCOUNT_IP: '3/900',
+  RATE_LIMIT_SIGNIN_PER_ACCOUNT: '20/900',
   RATE_LIMIT_SIGNIN_PER_IP: '5/900',
   RATE_LIMIT_DEVICE_CODE_PER_CLIENT: '4/60',
   RATE_LIMIT_DEVICE_CODE_PER_IP: '6/60',
@@ -89,7 +90,7 @@ describe('user code guessing (RFC 8628 §5.1)', () => {
 });
 
 describe('sign-in attempts', () => {
-  it('three failures per account, then 429 with Retry-After even for the right password', async () => {
+  it('three failures on an account from one address, then 429 with Retry-After there even for the right password', async () => {
     t.clock.advance(900);
     const user = await seedUser(t);
     const browser = new Browser(t);

@@ -35,7 +35,11 @@ describe('the server process', () => {
       DATA_DIR: tempDataDir(),
       LOG_LEVEL: 'info',
       RATE_LIMIT_SIGNIN_PER_ACCOUNT: 'off',
+      RATE_LIMIT_SIGNIN_PER_ACCOUNT_IP: 'off',
       RATE_LIMIT_SIGNIN_PER_IP: 'off',
+      // All twelve from one address, and all verified: the bounds are not what is tested here.
+      PASSWORD_CHECKS_PER_IP: '12',
+      PASSWORD_CHECKS_QUEUED: '12',
     });
     const page = await fetch(`${server.url}/signin`);
     const cookie = page.headers.getSetCookie()[0]!.split(';')[0]!;
@@ -58,6 +62,37 @@ describe('the server process', () => {
     // Each got its real answer (wrong credentials), none a reset connection.
     expect(statuses).toEqual(Array(requests).fill(401));
     expect(await exit).toBe(0);
+  });
+
+  it('with its log reader gone the server keeps answering, and exits 0 within 10 s of SIGTERM', async () => {
+    const server = await startServerProcess({ DATA_DIR: tempDataDir(), LOG_LEVEL: 'info' });
+    server.child.stdout!.destroy();
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(`${server.url}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(5_000) });
+      expect(res.status).toBe(200);
+    }
+    const signalled = Date.now();
+    expect(await server.stop('SIGTERM', 15_000)).toBe(0);
+    expect(Date.now() - signalled).toBeLessThan(10_000);
+  });
+
+  it('SIGTERM while the log pipe is full, then its reader goes away (`npm start | tee log`, Ctrl-C): exits 0 within 10 s', async () => {
+    const server = await startServerProcess({ DATA_DIR: tempDataDir(), LOG_LEVEL: 'info' });
+    // The reader stalls; requests with long paths (each logged) fill the pipe's buffer (a few hundred KB) many times over.
+    server.child.stdout!.pause();
+    const longPath = `/${'x'.repeat(8_000)}`;
+    const filling = Promise.allSettled(
+      Array.from({ length: 64 }, () => fetch(`${server.url}${longPath}`, { signal: AbortSignal.timeout(20_000) }).then((res) => res.text())),
+    );
+    await new Promise((r) => setTimeout(r, 1_000));
+    const exit = server.stop('SIGTERM', 20_000);
+    await new Promise((r) => setTimeout(r, 1_000));
+    const readerGone = Date.now();
+    server.child.stdout!.destroy();
+    // Before: the exit-time flush retried its failed write every 100 ms forever, and no signal could end it.
+    expect(await exit).toBe(0);
+    expect(Date.now() - readerGone).toBeLessThan(10_000);
+    await filling;
   });
 
   it('serves on PostgreSQL when DATABASE_URL is set', async () => {

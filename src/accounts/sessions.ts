@@ -1,9 +1,10 @@
 import type { Deps } from '../deps.js';
 import { addSeconds } from '../lib/clock.js';
-import { randomToken, safeEqual } from '../lib/random.js';
+import { hmacSha256, randomToken, safeEqual } from '../lib/random.js';
 import { hashOpaque, mintOpaque, TOKEN_PREFIX } from '../oauth/tokens.js';
 import { deleteBrowserSession, findLiveBrowserSession, insertBrowserSession } from '../repositories/browser-sessions.js';
 import { findUserByEmail } from '../repositories/users.js';
+import type { PasswordCheckPlace } from './password-checks.js';
 import { verifyPassword } from './passwords.js';
 import { normaliseEmail } from './users.js';
 
@@ -13,31 +14,52 @@ export interface SignedInUser {
   authTime: Date;
 }
 
-/** A browser's session as the pages see it; anonymous until the visitor signs in. */
-export interface BrowserSession {
+/** A browser with a session row: signed in, or signed in as a user banned since. */
+export interface StoredSession {
+  kind: 'stored';
   /** SHA-256 of the cookie value: names the row, never leaves the server. */
   hash: Uint8Array;
   csrfToken: string;
   user: SignedInUser | null;
 }
 
+/**
+ * A visitor who has not signed in. It has no row: its cookie holds a random nonce, and the CSRF
+ * token of its forms is an HMAC of that nonce under a server key (OWASP's signed double submit),
+ * so only this server can make the token, and only for the browser holding that cookie.
+ */
+export interface AnonymousVisit {
+  kind: 'anonymous';
+  csrfToken: string;
+  user: null;
+}
+
+/** A browser as the pages see it. Only a StoredSession names a row, so only it can be ended. */
+export type BrowserSession = StoredSession | AnonymousVisit;
+
 export interface StartedSession {
   /** Goes into the cookie once; only its hash is stored. */
   cookieValue: string;
-  session: BrowserSession;
+  session: StoredSession;
 }
 
-async function startSession(deps: Deps, user: SignedInUser | null, replacing?: Uint8Array): Promise<StartedSession> {
+export interface StartedVisit {
+  /** Goes into the anonymous cookie; nothing is stored. */
+  cookieValue: string;
+  visit: AnonymousVisit;
+}
+
+async function startSession(deps: Deps, user: SignedInUser, replacing: Uint8Array | undefined): Promise<StartedSession> {
   const minted = mintOpaque(TOKEN_PREFIX.session);
   const csrfSecret = randomToken(32);
   const now = deps.clock.now();
   const row = {
     session_hash: minted.hash,
-    user_id: user?.userId ?? null,
+    user_id: user.userId,
     csrf_secret: csrfSecret,
     created_at: now,
     expires_at: addSeconds(now, deps.config.sessionTtl),
-    auth_time: user?.authTime ?? null,
+    auth_time: user.authTime,
   };
   if (replacing) {
     await deps.db.transaction().execute(async (trx) => {
@@ -47,25 +69,48 @@ async function startSession(deps: Deps, user: SignedInUser | null, replacing?: U
   } else {
     await insertBrowserSession(deps.db, row);
   }
-  return { cookieValue: minted.value, session: { hash: minted.hash, csrfToken: csrfSecret, user } };
+  return { cookieValue: minted.value, session: { kind: 'stored', hash: minted.hash, csrfToken: csrfSecret, user } };
 }
 
-/** Every visitor gets one at the first page, so that even the sign-in form carries a CSRF token. */
-export function startAnonymousSession(deps: Deps): Promise<StartedSession> {
-  return startSession(deps, null);
+const ANONYMOUS_NONCE = new RegExp(`^${TOKEN_PREFIX.anonymousVisit}[A-Za-z0-9_-]{43}$`);
+
+function anonymousVisit(deps: Deps, nonce: string): AnonymousVisit {
+  const csrfToken = hmacSha256(deps.secrets.anonymousCsrfKey, nonce).toString('base64url');
+  return { kind: 'anonymous', csrfToken, user: null };
 }
 
-/** The live session a cookie names. A banned user's session no longer counts as signed in. */
-export async function findSession(deps: Deps, cookieValue: string): Promise<BrowserSession | null> {
-  if (!cookieValue.startsWith(TOKEN_PREFIX.session)) return null;
+/** A first page load without a session: 256 random bits for the cookie, and no database write. */
+export function startAnonymousVisit(deps: Deps): StartedVisit {
+  const nonce = `${TOKEN_PREFIX.anonymousVisit}${randomToken(32)}`;
+  return { cookieValue: nonce, visit: anonymousVisit(deps, nonce) };
+}
+
+/**
+ * The anonymous visit an anonymous cookie names. Any nonce of the right shape is taken: a nonce
+ * the visitor made up only yields a token the visitor cannot compute, so no form of theirs passes.
+ */
+export function findAnonymousVisit(deps: Deps, cookieValue: string): AnonymousVisit | null {
+  return ANONYMOUS_NONCE.test(cookieValue) ? anonymousVisit(deps, cookieValue) : null;
+}
+
+/** What mintOpaque gives a session: the prefix and 32 bytes in base64url. */
+const SESSION_COOKIE_VALUE = new RegExp(`^${TOKEN_PREFIX.session}[A-Za-z0-9_-]{43}$`);
+
+/**
+ * The live session a cookie names. A banned user's session no longer counts as signed in. A
+ * cookie of any other shape (odd bytes, any length) is no session, without a database lookup.
+ */
+export async function findSession(deps: Deps, cookieValue: string): Promise<StoredSession | null> {
+  if (!SESSION_COOKIE_VALUE.test(cookieValue)) return null;
   const hash = hashOpaque(cookieValue);
   const row = await findLiveBrowserSession(deps.db, hash, deps.clock.now());
   if (!row) return null;
   const user =
     row.user_id !== null && row.auth_time !== null && row.banned_at === null ? { userId: row.user_id, authTime: row.auth_time } : null;
-  return { hash, csrfToken: row.csrf_secret, user };
+  return { kind: 'stored', hash, csrfToken: row.csrf_secret, user };
 }
 
+/** Constant time, for a stored session's secret and an anonymous visit's HMAC alike. */
 export function isValidCsrfToken(session: BrowserSession, submitted: string): boolean {
   return safeEqual(session.csrfToken, submitted);
 }
@@ -73,22 +118,27 @@ export function isValidCsrfToken(session: BrowserSession, submitted: string): bo
 export type SignInResult = { kind: 'signed_in'; started: StartedSession } | { kind: 'wrong_credentials' } | { kind: 'banned' };
 
 /**
- * Checks the password and, on success, replaces the browser's session with a new one (new
- * cookie value, new CSRF secret): a session id planted before sign-in is worth nothing after it.
+ * Checks the password in the place the caller was admitted to (see PasswordChecks) and, on
+ * success, writes the browser's first session row, or replaces the one it had (new cookie value,
+ * new CSRF secret): a cookie planted or seen before sign-in is worth nothing after it. This is
+ * the only place a session row is written.
  */
 export async function signIn(
   deps: Deps,
   current: BrowserSession | null,
   credentials: { email: string; password: string },
+  place: PasswordCheckPlace,
 ): Promise<SignInResult> {
   const user = await findUserByEmail(deps.db, normaliseEmail(credentials.email));
-  if (!(await verifyPassword(user?.password_hash, credentials.password)) || !user) return { kind: 'wrong_credentials' };
+  const verified = await place.run(() => verifyPassword(user?.password_hash, credentials.password));
+  if (!verified || !user) return { kind: 'wrong_credentials' };
   // Only someone who knows the password learns that the account is banned.
   if (user.banned_at !== null) return { kind: 'banned' };
-  const started = await startSession(deps, { userId: user.user_id, authTime: deps.clock.now() }, current?.hash);
+  const replacing = current?.kind === 'stored' ? current.hash : undefined;
+  const started = await startSession(deps, { userId: user.user_id, authTime: deps.clock.now() }, replacing);
   return { kind: 'signed_in', started };
 }
 
-export async function signOut(deps: Deps, session: BrowserSession): Promise<void> {
+export async function signOut(deps: Deps, session: StoredSession): Promise<void> {
   await deleteBrowserSession(deps.db, session.hash);
 }

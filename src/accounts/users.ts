@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Database } from '../db/connect.js';
-import { insertUser } from '../repositories/users.js';
+import { MAX_PAGE_SIZE } from '../lib/paging.js';
+import { findUserByEmail, insertUser, listUsers } from '../repositories/users.js';
 import { hashPassword } from './passwords.js';
 
 /** Emails are compared trimmed and lower-cased. */
@@ -22,4 +23,26 @@ export async function createUser(db: Database, input: { email: string; password:
     name: valid.name ?? null,
   });
   return { user_id: userId };
+}
+
+/** What an operator sees of a user: never the password hash. */
+export interface UserView {
+  user_id: string;
+  email: string;
+  name: string | null;
+  created_at: string;
+  banned: boolean;
+}
+
+function toUserView(row: { user_id: string; email: string; name: string | null; created_at: Date; banned_at: Date | null }): UserView {
+  return { user_id: row.user_id, email: row.email, name: row.name, created_at: row.created_at.toISOString(), banned: row.banned_at !== null };
+}
+
+export async function userPage(db: Database, page: { search?: string | undefined; after?: string | undefined; limit: number }): Promise<UserView[]> {
+  return (await listUsers(db, { ...page, limit: Math.min(page.limit, MAX_PAGE_SIZE) })).map(toUserView);
+}
+
+export async function showUser(db: Database, email: string): Promise<UserView | undefined> {
+  const row = await findUserByEmail(db, normaliseEmail(email));
+  return row ? toUserView(row) : undefined;
 }

@@ -5,6 +5,8 @@ import type { DB } from './schema.js';
 import { PGliteDialect } from './pglite-dialect.js';
 import { runCompiledStatementsDirectly } from './compiled-statement.js';
 import { directQuery, preparingPool } from './prepared-statements.js';
+import { DatabaseUnavailableError } from './unavailable.js';
+import { lockDataDir, type DataDirLock } from './data-dir-lock.js';
 
 export type Database = Kysely<DB>;
 
@@ -25,6 +27,25 @@ export interface ConnectOptions {
   preparedStatements?: boolean;
 }
 
+/**
+ * A pg client whose failure to connect is a DatabaseUnavailableError (db/unavailable.ts): the pool
+ * calls connect once per new connection, and every path to a connection goes through it (Kysely's
+ * pool.connect, the preparing pool's, and pool.query of the direct statements). A reused
+ * connection never calls it, so a query costs nothing more.
+ */
+class ConnectionTaggingClient extends pg.Client {
+  override connect(): Promise<pg.Client>;
+  override connect(callback: (error: Error | null, client?: pg.Client) => void): void;
+  override connect(callback?: (error: Error | null, client?: pg.Client) => void): Promise<pg.Client> | void {
+    if (!callback) {
+      return super.connect().catch((error: unknown) => {
+        throw new DatabaseUnavailableError(error);
+      });
+    }
+    super.connect((error: Error | null, client?: pg.Client) => callback(error ? new DatabaseUnavailableError(error) : null, client));
+  }
+}
+
 export async function connectDatabase(options: ConnectOptions): Promise<DatabaseHandle> {
   if (options.databaseUrl) {
     const pool = new pg.Pool({
@@ -33,6 +54,7 @@ export async function connectDatabase(options: ConnectOptions): Promise<Database
       // Fail fast while the database is away instead of queueing requests forever.
       connectionTimeoutMillis: 5000,
       idleTimeoutMillis: 30_000,
+      Client: ConnectionTaggingClient,
     });
     // An idle client that loses its server must not crash the process; the next query reconnects.
     pool.on('error', () => {});
@@ -54,12 +76,29 @@ export async function connectDatabase(options: ConnectOptions): Promise<Database
   }
   const { PGlite } = await import('@electric-sql/pglite');
   let pglite;
+  let lock: DataDirLock | null = null;
   if (options.dataDir === 'memory://') {
     pglite = new PGlite();
   } else {
     mkdirSync(options.dataDir, { recursive: true });
-    pglite = new PGlite(options.dataDir);
+    // Before PGlite reads a byte: a second owner is refused having written nothing.
+    lock = lockDataDir(options.dataDir);
+    try {
+      pglite = new PGlite(options.dataDir);
+      await pglite.waitReady;
+    } catch (error) {
+      lock.release();
+      throw error;
+    }
   }
   const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite) });
-  return { db, kind: 'embedded', poolStats: () => null, close: () => db.destroy() };
+  return {
+    db,
+    kind: 'embedded',
+    poolStats: () => null,
+    close: async () => {
+      await db.destroy();
+      lock?.release();
+    },
+  };
 }

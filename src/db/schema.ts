@@ -16,6 +16,8 @@ export interface ClientsTable {
   type: ClientType;
   secret_hash: Uint8Array | null;
   allowed_scopes: string[];
+  /** RFC 7662 §2.1: a resource server may introspect tokens. Only confidential web apps (a CHECK). */
+  introspection_allowed: Generated<boolean>;
   created_at: DefaultedTimestamp;
   disabled_at: Timestamp | null;
 }

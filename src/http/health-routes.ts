@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
 import { migrationsAreCurrent } from '../db/migrate.js';
+import { describeUnavailable, isDatabaseUnavailable } from '../db/unavailable.js';
 
 export function healthRoutes(app: FastifyInstance, deps: Deps): void {
   // Liveness: the process answers. Never touches the database, so an outage does not get it restarted.
@@ -15,7 +16,9 @@ export function healthRoutes(app: FastifyInstance, deps: Deps): void {
       if (!(await migrationsAreCurrent(deps.db))) return reply.code(503).send({ status: 'unavailable', reason: 'migrations pending' });
       return reply.send({ status: 'ready' });
     } catch (error) {
-      request.log.warn({ err: error }, 'readiness check failed');
+      // Probes keep coming through an outage: one line each, no stack. Anything else is a bug worth one.
+      if (isDatabaseUnavailable(error)) request.log.warn(describeUnavailable(error), 'readiness check failed');
+      else request.log.error({ err: error }, 'readiness check failed');
       return reply.code(503).send({ status: 'unavailable', reason: 'database unreachable' });
     }
   });

@@ -1,26 +1,33 @@
+import type { FastifyRequest } from 'fastify';
 import type { Deps } from '../deps.js';
+import { addressKey } from '../lib/client-address.js';
 import { tooManyRequests } from '../oauth/errors.js';
-import { RateLimiter, type LimitName, type Verdict } from '../rate-limits/limiter.js';
+import type { FailureLimitName, RequestLimitName, Reservation, Verdict } from '../rate-limits/limiter.js';
 
-/** Counts one attempt against each named limit; over any of them is a 429 OAuth error. */
-export async function consumeOAuthLimits(deps: Deps, limits: ReadonlyArray<readonly [LimitName, string]>): Promise<void> {
-  const now = deps.clock.now();
-  const verdicts = await Promise.all(limits.map(([name, subject]) => deps.rateLimiter.consume(name, subject, now)));
-  const verdict = RateLimiter.first(verdicts);
+/** Who per-address limits count: the client's address, IPv6 grouped by its configured prefix. */
+export function limitedAddress(deps: Deps, request: FastifyRequest): string {
+  return addressKey(request.ip, deps.config.ipv6Prefix);
+}
+
+/**
+ * Counts one request against a limit; over it is a 429 OAuth error (thrown). Returns a promise
+ * only when the limit is counted in the store: the in-memory ones, on every poll and refresh,
+ * cost the caller no await.
+ */
+export function consumeOAuthLimit(deps: Deps, name: RequestLimitName, subject: string): void | Promise<void> {
+  const verdict = deps.rateLimiter.consume(name, subject, deps.clock.now());
+  return verdict instanceof Promise ? verdict.then(refuseIfLimited) : refuseIfLimited(verdict);
+}
+
+function refuseIfLimited(verdict: Verdict): void {
   if (verdict.limited) {
     throw tooManyRequests(`too many requests; retry after ${verdict.retryAfterSeconds} seconds`, verdict.retryAfterSeconds);
   }
 }
 
-/** Whether earlier failures reached any of the named limits (counts nothing). */
-export async function failureLimitReached(deps: Deps, limits: ReadonlyArray<readonly [LimitName, string]>): Promise<Verdict> {
-  const now = deps.clock.now();
-  return RateLimiter.first(await Promise.all(limits.map(([name, subject]) => deps.rateLimiter.check(name, subject, now))));
-}
-
-export async function recordFailures(deps: Deps, limits: ReadonlyArray<readonly [LimitName, string]>): Promise<void> {
-  const now = deps.clock.now();
-  await Promise.all(limits.map(([name, subject]) => deps.rateLimiter.recordFailure(name, subject, now)));
+/** Counts an attempt against failure limits before it is evaluated (see Reservation). */
+export function reserveAttempt(deps: Deps, limits: ReadonlyArray<readonly [FailureLimitName, string]>): Promise<Reservation> {
+  return deps.rateLimiter.reserve(limits, deps.clock.now());
 }
 
 export function waitText(seconds: number): string {

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { timingSafeEqual } from 'node:crypto';
 import type { Database } from '../db/connect.js';
 import type { ClientKind, ClientType } from '../db/schema.js';
@@ -11,6 +12,8 @@ export interface Client {
   kind: ClientKind;
   type: ClientType;
   allowedScopes: string[];
+  /** RFC 7662 §2.1: registered as a resource server, so it may introspect tokens. */
+  mayIntrospect: boolean;
 }
 
 export interface ClientCredentials {
@@ -22,28 +25,41 @@ export interface ClientCredentials {
   clientSecret: string | undefined;
 }
 
-function decodeBasic(header: string): { id: string; secret: string } {
-  const encoded = header.slice('basic '.length).trim();
-  const decoded = Buffer.from(encoded, 'base64').toString('utf8');
-  const colon = decoded.indexOf(':');
-  if (colon < 0) throw invalidClient('malformed HTTP Basic credentials');
+/** One form-urlencoded half of the Basic credentials, decoded strictly; null if it cannot be stored text. */
+function decodeBasicPart(encoded: string): string | null {
   try {
-    // RFC 6749 §2.3.1: id and secret are form-urlencoded inside the Basic credentials.
-    return {
-      id: decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, ' ')),
-      secret: decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, ' ')),
-    };
+    const decoded = decodeURIComponent(encoded.replace(/\+/g, ' '));
+    return decoded.includes('\u0000') ? null : decoded;
   } catch {
-    throw invalidClient('malformed HTTP Basic credentials');
+    return null;
   }
 }
+
+function decodeBasic(header: string): { id: string; secret: string } {
+  const bytes = Buffer.from(header.slice('basic '.length).trim(), 'base64');
+  // Not UTF-8 (a lone surrogate, an overlong form): refused, never turned into U+FFFD.
+  const decoded = isUtf8(bytes) ? bytes.toString('utf8') : '';
+  const colon = decoded.indexOf(':');
+  // RFC 6749 §2.3.1: id and secret are form-urlencoded inside the Basic credentials.
+  const id = colon < 0 ? null : decodeBasicPart(decoded.slice(0, colon));
+  const secret = colon < 0 ? null : decodeBasicPart(decoded.slice(colon + 1));
+  if (id === null || secret === null) throw invalidClient('malformed HTTP Basic credentials');
+  return { id, secret };
+}
+
+/**
+ * RFC 6749 Appendix A.1: a client_id is printable ASCII. Anything else cannot name a client, so it
+ * never reaches SQL, whichever way it came in (a form, HTTP Basic, a page).
+ */
+export const CLIENT_ID_SYNTAX = /^[\x20-\x7e]{1,128}$/;
 
 interface RegisteredClient extends Client {
   secretHash: Buffer | null;
 }
 
 /**
- * What never changes about a client once created (id, kind, type, secret hash, scopes), kept in
+ * What never changes about a client once created (id, kind, type, secret hash, scopes, whether it
+ * may introspect), kept in
  * memory so that the hot token paths spend no round trip on it. Whether the app is disabled is
  * NOT cached: hot paths check it in the same SQL statement that does their work, the others read
  * it fresh (authenticateClient).
@@ -57,7 +73,7 @@ export class ClientDirectory {
   ) {}
 
   async find(clientId: string): Promise<(RegisteredClient & { disabled: boolean }) | null> {
-    const row = clientId.length > 0 && clientId.length <= 128 ? await findClient(this.db, clientId) : undefined;
+    const row = CLIENT_ID_SYNTAX.test(clientId) ? await findClient(this.db, clientId) : undefined;
     if (!row) return null;
     return { ...this.#remember(row), disabled: row.disabled_at !== null };
   }
@@ -73,6 +89,7 @@ export class ClientDirectory {
       kind: row.kind,
       type: row.type,
       allowedScopes: row.allowed_scopes,
+      mayIntrospect: row.introspection_allowed,
       secretHash: row.secret_hash ? Buffer.from(row.secret_hash) : null,
     };
     if (this.#cache.size >= this.capacity) this.#cache.delete(this.#cache.keys().next().value as string);
@@ -107,7 +124,14 @@ function verifySecret(client: RegisteredClient, secret: string | undefined): voi
 }
 
 function publicView(client: RegisteredClient): Client {
-  return { clientId: client.clientId, name: client.name, kind: client.kind, type: client.type, allowedScopes: client.allowedScopes };
+  return {
+    clientId: client.clientId,
+    name: client.name,
+    kind: client.kind,
+    type: client.type,
+    allowedScopes: client.allowedScopes,
+    mayIntrospect: client.mayIntrospect,
+  };
 }
 
 export const DISABLED_APP = 'this app is disabled';

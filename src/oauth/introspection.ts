@@ -3,7 +3,7 @@ import { epochSeconds } from '../lib/clock.js';
 import { findLiveAccessTokenForCaller } from '../repositories/access-tokens.js';
 import { isOurAccessToken } from './access-tokens.js';
 import { hashOpaque } from './tokens.js';
-import { invalidClient } from './errors.js';
+import { invalidClient, OAuthError } from './errors.js';
 import { DISABLED_APP, type Client } from './client-auth.js';
 import { formatScope } from './scopes.js';
 
@@ -22,6 +22,14 @@ export type IntrospectionResponse =
       iss: string;
     };
 
+/**
+ * RFC 7662 §4: a token's user and scopes are for the resource servers it is meant for, not for
+ * every app with a secret (a bot on a user's machine has one). 403, not 401: the client did
+ * authenticate, it just may not ask; and the refusal comes before the token is looked at, so it
+ * says nothing about the token.
+ */
+export const NOT_A_RESOURCE_SERVER = 'this client is not registered as a resource server and may not introspect tokens';
+
 /** Matches no stored token: a value that is not ours still costs the same single round trip. */
 const NO_SUCH_HASH = Buffer.alloc(32);
 
@@ -35,6 +43,7 @@ export async function introspectToken(deps: Deps, caller: Client, token: string)
   // RFC 7662 §2.1: callers authenticate; resource servers are confidential clients, and a public
   // client_id proves nothing.
   if (caller.type !== 'confidential') throw invalidClient('introspection needs a confidential client authenticating with HTTP Basic');
+  if (!caller.mayIntrospect) throw new OAuthError('unauthorized_client', NOT_A_RESOURCE_SERVER, 403);
   // One round trip: the token's liveness and whether the caller's app is still enabled.
   const hash = isOurAccessToken(token) ? hashOpaque(token) : NO_SUCH_HASH;
   const found = await findLiveAccessTokenForCaller(deps.db, hash, deps.clock.now(), caller.clientId);

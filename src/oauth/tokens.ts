@@ -9,6 +9,8 @@ export const TOKEN_PREFIX = {
   refreshToken: 'da_rt_',
   deviceCode: 'da_dc_',
   session: 'da_ss_',
+  /** The nonce in an anonymous visitor's cookie: never stored, only the key of its CSRF token. */
+  anonymousVisit: 'da_an_',
 } as const;
 
 export interface MintedSecret {

@@ -6,14 +6,13 @@ export interface Limit {
   windowSeconds: number;
 }
 
-export type LimitName =
-  | 'userCodePerUser'
-  | 'userCodePerIp'
-  | 'signInPerAccount'
-  | 'signInPerIp'
-  | 'deviceCodePerClient'
-  | 'deviceCodePerIp'
-  | 'tokenPerClient';
+/** Limits that count every request (`consume`). */
+export type RequestLimitName = 'deviceCodePerClient' | 'deviceCodePerIp' | 'tokenPerClient' | 'tokenPerIp';
+
+/** Limits that count failures, reserved before the attempt is evaluated (`reserve`). */
+export type FailureLimitName = 'userCodePerUser' | 'userCodePerIp' | 'signInPerAccountIp' | 'signInPerIp' | 'signInPerAccount';
+
+export type LimitName = RequestLimitName | FailureLimitName;
 
 export type Limits = Readonly<Record<LimitName, Limit | null>>;
 
@@ -25,12 +24,14 @@ const ALLOWED: Verdict = { limited: false };
  * Limits of at least this many hits per window are counted in memory and flushed to the shared
  * store every FLUSH_INTERVAL_MS, so that a busy app's polls cost no extra round trip and never
  * queue on one counter row. Across instances such a limit holds within what they admit in one
- * flush interval. Smaller limits (sign-in, user codes) are counted exactly in the store.
+ * flush interval. Smaller limits (device codes per address) are counted exactly in the store.
  */
 export const BUFFERED_FROM = 1000;
 export const FLUSH_INTERVAL_MS = 250;
+const MAX_DEFERRED_REFUNDS = 10_000;
 
 interface LocalCount {
+  key: string;
   windowStart: Date;
   windowSeconds: number;
   /** Hits counted here and not yet in the store. */
@@ -39,10 +40,71 @@ interface LocalCount {
   known: number;
 }
 
+interface ReservedHit {
+  name: FailureLimitName;
+  key: string;
+  windowStart: Date;
+  windowSeconds: number;
+  /** The window's hits with this one: the reservation's place in the queue. */
+  hits: number;
+  max: number;
+  retryAfterSeconds: number;
+}
+
 /**
- * Fixed-window limits over a shared counter store. `consume` counts every attempt (device code
- * and token requests); `check` + `recordFailure` count only failures (wrong user codes, failed
- * sign-ins), so a person who gets it right is never slowed down.
+ * One attempt counted against several failure limits before it is evaluated. Counting first is
+ * what makes a limit hold under concurrency: of N attempts sent at once, each learns its own
+ * place from one atomic increment, and only the first `max` are evaluated. An attempt that
+ * turns out not to be a failure (a right code, a right password), or that is refused without
+ * being evaluated, gives its places back with `refund`.
+ */
+export class Reservation {
+  #refunded = false;
+
+  constructor(
+    private readonly store: CounterStore,
+    private readonly reserved: readonly ReservedHit[],
+    /** Takes a refund the store could not take now, to try again later. */
+    private readonly deferRefund: (hit: ReservedHit) => void,
+  ) {}
+
+  /** Whether this attempt is past the named limit (an unconfigured limit never is). */
+  over(name: FailureLimitName): boolean {
+    const hit = this.reserved.find((r) => r.name === name);
+    return hit !== undefined && hit.hits > hit.max;
+  }
+
+  /** The window's failures before this attempt, for the named limit (0 when unconfigured). */
+  earlierFailures(name: FailureLimitName): number {
+    return (this.reserved.find((r) => r.name === name)?.hits ?? 1) - 1;
+  }
+
+  /** Limited when past any of the named limits, with the longest wait among them. */
+  verdict(names: readonly FailureLimitName[] = this.reserved.map((r) => r.name)): Verdict {
+    const over = this.reserved.filter((r) => names.includes(r.name) && r.hits > r.max);
+    if (over.length === 0) return ALLOWED;
+    return { limited: true, retryAfterSeconds: Math.max(...over.map((r) => r.retryAfterSeconds)) };
+  }
+
+  /**
+   * Gives back every place this attempt took; once. A refund the store cannot take now (the
+   * database is away: the very failure that stopped the attempt) is tried again at the next
+   * flushes, so that an outage does not turn a user's retries into wrong guesses.
+   */
+  async refund(): Promise<void> {
+    if (this.#refunded) return;
+    this.#refunded = true;
+    await Promise.all(
+      this.reserved.map((r) => this.store.refund(r.key, r.windowStart, r.windowSeconds).catch(() => this.deferRefund(r))),
+    );
+  }
+}
+
+/**
+ * Fixed-window limits over a shared counter store. `consume` counts every request (device code
+ * and token requests); `reserve` counts an attempt that may fail (user codes, sign-in) before it
+ * is evaluated, and the caller refunds it unless it failed: a person who gets it right is never
+ * slowed down, and concurrency cannot slip attempts past the limit.
  */
 export class RateLimiter {
   readonly #local = new Map<string, LocalCount>();
@@ -50,6 +112,8 @@ export class RateLimiter {
   #flushing: Promise<void> = Promise.resolve();
   /** The latest time a caller passed in: windows that ended before it are forgotten. */
   #latest = 0;
+  /** Refunds the store could not take yet; bounded, since an outage can last. */
+  readonly #deferredRefunds: ReservedHit[] = [];
 
   constructor(
     private readonly store: CounterStore,
@@ -62,27 +126,49 @@ export class RateLimiter {
     return { start: new Date(start), retryAfterSeconds: Math.max(1, Math.ceil((start + windowMs - now.getTime()) / 1000)) };
   }
 
-  /** Counts this attempt and says whether it is over the limit. */
-  async consume(name: LimitName, subject: string, now: Date): Promise<Verdict> {
+  /**
+   * Counts this request and says whether it is over the limit: synchronously for a limit counted
+   * in memory (no promise on the hot paths, where both token limits are), else a promise of the
+   * store's answer.
+   */
+  consume(name: RequestLimitName, subject: string, now: Date): Verdict | Promise<Verdict> {
     const limit = this.limits[name];
     if (!limit) return ALLOWED;
     const window = this.#window(limit, now);
     const key = `${name}:${subject}`;
     this.#latest = Math.max(this.#latest, now.getTime());
-    let hits: number;
-    if (limit.max < BUFFERED_FROM) {
-      hits = await this.store.hit(key, window.start, limit.windowSeconds);
-    } else {
-      let local = this.#local.get(key);
-      if (!local || local.windowStart.getTime() !== window.start.getTime()) {
-        local = { windowStart: window.start, windowSeconds: limit.windowSeconds, unflushed: 0, known: 0 };
-        this.#local.set(key, local);
-      }
-      local.unflushed++;
-      hits = local.known + local.unflushed;
-      this.#scheduleFlush();
+    const verdict = (hits: number): Verdict => (hits > limit.max ? { limited: true, retryAfterSeconds: window.retryAfterSeconds } : ALLOWED);
+    if (limit.max < BUFFERED_FROM) return this.store.hit(key, window.start, limit.windowSeconds).then(verdict);
+    let local = this.#local.get(key);
+    if (!local || local.windowStart.getTime() !== window.start.getTime()) {
+      local = { key, windowStart: window.start, windowSeconds: limit.windowSeconds, unflushed: 0, known: 0 };
+      this.#local.set(key, local);
     }
-    return hits > limit.max ? { limited: true, retryAfterSeconds: window.retryAfterSeconds } : ALLOWED;
+    local.unflushed++;
+    this.#scheduleFlush();
+    return verdict(local.known + local.unflushed);
+  }
+
+  /** Counts one attempt against each named failure limit, atomically, before it is evaluated. */
+  async reserve(subjects: ReadonlyArray<readonly [FailureLimitName, string]>, now: Date): Promise<Reservation> {
+    this.#latest = Math.max(this.#latest, now.getTime());
+    const reserved = await Promise.all(
+      subjects.flatMap(([name, subject]) => {
+        const limit = this.limits[name];
+        if (!limit) return [];
+        const window = this.#window(limit, now);
+        const key = `${name}:${subject}`;
+        return [
+          this.store.hit(key, window.start, limit.windowSeconds).then(
+            (hits): ReservedHit => ({ name, key, windowStart: window.start, windowSeconds: limit.windowSeconds, hits, max: limit.max, retryAfterSeconds: window.retryAfterSeconds }),
+          ),
+        ];
+      }),
+    );
+    return new Reservation(this.store, reserved, (hit) => {
+      if (this.#deferredRefunds.length < MAX_DEFERRED_REFUNDS) this.#deferredRefunds.push(hit);
+      this.#scheduleFlush();
+    });
   }
 
   #scheduleFlush(): void {
@@ -94,54 +180,60 @@ export class RateLimiter {
     this.#flushTimer.unref();
   }
 
-  /** Sends the buffered counts to the shared store and learns the other instances' counts. */
+  /**
+   * Sends the buffered counts to the shared store and learns the other instances' counts: one
+   * round trip for the counters with new hits and one for the rest, however many there are (a
+   * per-address limit has a counter per address).
+   */
   flush(): Promise<void> {
     this.#flushing = this.#flushing.then(async () => {
-      for (const [key, local] of [...this.#local]) {
-        const hits = local.unflushed;
-        if (hits === 0 && local.windowStart.getTime() + local.windowSeconds * 1000 <= this.#latest) {
-          this.#local.delete(key);
-          continue;
-        }
-        local.unflushed = 0;
-        try {
-          // With nothing new to add, still learn what the other instances counted.
-          local.known =
-            hits > 0 ? await this.store.hit(key, local.windowStart, local.windowSeconds, hits) : await this.store.read(key, local.windowStart);
-        } catch {
-          // The store is away: keep the hits for the next flush rather than lose them.
-          local.unflushed += hits;
-        }
+      const counted: LocalCount[] = [];
+      const quiet: LocalCount[] = [];
+      for (const [key, local] of this.#local) {
+        if (local.unflushed > 0) counted.push(local);
+        else if (local.windowStart.getTime() + local.windowSeconds * 1000 <= this.#latest) this.#local.delete(key);
+        else quiet.push(local);
+      }
+      const batch = counted.map((local) => ({ key: local.key, windowStart: local.windowStart, windowSeconds: local.windowSeconds, hits: local.unflushed }));
+      for (const local of counted) local.unflushed = 0;
+      try {
+        const totals = await this.store.hitMany(batch);
+        for (const local of counted) local.known = totals.get(local.key) ?? local.known;
+      } catch {
+        // The store is away: keep the hits for the next flush rather than lose them.
+        counted.forEach((local, i) => (local.unflushed += batch[i]!.hits));
+      }
+      await this.#retryDeferredRefunds();
+      try {
+        // With nothing new to add, still learn what the other instances counted.
+        const totals = await this.store.readMany(quiet);
+        for (const local of quiet) local.known = Math.max(local.known, totals.get(local.key) ?? 0);
+      } catch {
+        // The store is away: the counts known so far stand until the next flush.
       }
     });
     return this.#flushing;
+  }
+
+  async #retryDeferredRefunds(): Promise<void> {
+    const due = this.#deferredRefunds.splice(0);
+    for (const [index, hit] of due.entries()) {
+      // A window that has ended counts nothing any more: its refund is moot.
+      if (hit.windowStart.getTime() + hit.windowSeconds * 1000 <= this.#latest) continue;
+      try {
+        await this.store.refund(hit.key, hit.windowStart, hit.windowSeconds);
+      } catch {
+        // Still away: the rest wait for the next flush rather than each wait for a failure.
+        this.#deferredRefunds.push(...due.slice(index));
+        break;
+      }
+    }
+    if (this.#deferredRefunds.length > 0) this.#scheduleFlush();
   }
 
   async close(): Promise<void> {
     if (this.#flushTimer) clearTimeout(this.#flushTimer);
     this.#flushTimer = null;
     await this.flush();
-  }
-
-  /** Whether earlier failures already reached the limit; counts nothing. */
-  async check(name: LimitName, subject: string, now: Date): Promise<Verdict> {
-    const limit = this.limits[name];
-    if (!limit) return ALLOWED;
-    const window = this.#window(limit, now);
-    const hits = await this.store.read(`${name}:${subject}`, window.start);
-    return hits >= limit.max ? { limited: true, retryAfterSeconds: window.retryAfterSeconds } : ALLOWED;
-  }
-
-  async recordFailure(name: LimitName, subject: string, now: Date): Promise<void> {
-    const limit = this.limits[name];
-    if (!limit) return;
-    await this.store.hit(`${name}:${subject}`, this.#window(limit, now).start, limit.windowSeconds);
-  }
-
-  /** The first limit among several that is reached, checking all of them. */
-  static first(verdicts: Verdict[]): Verdict {
-    const limited = verdicts.filter((v): v is Extract<Verdict, { limited: true }> => v.limited);
-    if (limited.length === 0) return ALLOWED;
-    return { limited: true, retryAfterSeconds: Math.max(...limited.map((v) => v.retryAfterSeconds)) };
   }
 }

@@ -1,23 +1,38 @@
 import { createClient } from 'redis';
 import type { Database } from '../db/connect.js';
-import { countRateLimitHits, readRateLimitHits } from '../repositories/rate-limits.js';
+import {
+  countManyRateLimitHits,
+  countRateLimitHits,
+  readManyRateLimitHits,
+  refundRateLimitHit,
+  type CounterHits,
+} from '../repositories/rate-limits.js';
+
+export type { CounterHits };
 
 /**
  * Where counters live: the shared database, or Redis when REDIS_URL is set. Either way every
  * instance sees the same counts. Fixed windows: a key's window starts at a multiple of its length.
+ * `hit` is atomic (one statement, one INCRBY): it is what makes a reservation hold under concurrency.
  */
 export interface CounterStore {
   /** Counts `hits` hits; returns the window's hits including them. */
   hit(key: string, windowStart: Date, windowSeconds: number, hits?: number): Promise<number>;
-  /** The window's hits so far. */
-  read(key: string, windowStart: Date): Promise<number>;
+  /** Counts many counters' hits in one round trip; returns each one's window total. */
+  hitMany(counters: ReadonlyArray<CounterHits & { windowSeconds: number }>): Promise<Map<string, number>>;
+  /** Many counters' hits so far, in one round trip (absent: none). */
+  readMany(counters: ReadonlyArray<Omit<CounterHits, 'hits'>>): Promise<Map<string, number>>;
+  /** Takes back one hit counted in that window (a reservation that was not needed). */
+  refund(key: string, windowStart: Date, windowSeconds: number): Promise<void>;
   close(): Promise<void>;
 }
 
 export function databaseCounterStore(db: Database): CounterStore {
   return {
     hit: (key, windowStart, _windowSeconds, hits = 1) => countRateLimitHits(db, key, windowStart, hits),
-    read: (key, windowStart) => readRateLimitHits(db, key, windowStart),
+    hitMany: (counters) => countManyRateLimitHits(db, counters),
+    readMany: (counters) => readManyRateLimitHits(db, counters),
+    refund: (key, windowStart) => refundRateLimitHit(db, key, windowStart),
     close: async () => {},
   };
 }
@@ -27,6 +42,7 @@ export async function redisCounterStore(url: string): Promise<CounterStore> {
   // Reconnection is the client's job; an error event must not crash the process.
   client.on('error', () => {});
   await client.connect();
+  // The window is part of the key: a counter from an older window is another key, expiring by itself.
   const windowKey = (key: string, windowStart: Date) => `device-auth:rl:${key}:${windowStart.getTime()}`;
   return {
     async hit(key, windowStart, windowSeconds, hits = 1) {
@@ -34,8 +50,21 @@ export async function redisCounterStore(url: string): Promise<CounterStore> {
       const [total] = await client.multi().incrBy(k, hits).expire(k, windowSeconds * 2).exec();
       return Number(total);
     },
-    async read(key, windowStart) {
-      return Number((await client.get(windowKey(key, windowStart))) ?? 0);
+    async hitMany(counters) {
+      if (counters.length === 0) return new Map();
+      const multi = client.multi();
+      for (const c of counters) multi.incrBy(windowKey(c.key, c.windowStart), c.hits).expire(windowKey(c.key, c.windowStart), c.windowSeconds * 2);
+      const replies = await multi.exec();
+      return new Map(counters.map((c, i) => [c.key, Number(replies[i * 2])]));
+    },
+    async readMany(counters) {
+      if (counters.length === 0) return new Map();
+      const values = await client.mGet(counters.map((c) => windowKey(c.key, c.windowStart)));
+      return new Map(counters.map((c, i) => [c.key, Number(values[i] ?? 0)]));
+    },
+    async refund(key, windowStart, windowSeconds) {
+      const k = windowKey(key, windowStart);
+      await client.multi().decr(k).expire(k, windowSeconds * 2).exec();
     },
     async close() {
       await client.quit().catch(() => {});

@@ -35,3 +35,17 @@ export async function lockUserForIssuance(trx: Transaction<DB>, userId: string) 
 export async function deleteSessionsOfUser(db: Database | Transaction<DB>, userId: string): Promise<void> {
   await db.deleteFrom('browser_sessions').where('user_id', '=', userId).execute();
 }
+
+/**
+ * A page of users in email order, after `after`; `search` keeps those whose email or name holds
+ * it (case-insensitive, LIKE's wildcards taken literally).
+ */
+export async function listUsers(db: Database, page: { search?: string | undefined; after?: string | undefined; limit: number }) {
+  let query = db.selectFrom('users').select(['user_id', 'email', 'name', 'created_at', 'banned_at']).orderBy('email').limit(page.limit);
+  if (page.after !== undefined) query = query.where('email', '>', page.after);
+  if (page.search) {
+    const pattern = `%${page.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    query = query.where((eb) => eb.or([eb('email', 'ilike', pattern), eb('name', 'ilike', pattern)]));
+  }
+  return query.execute();
+}

@@ -59,6 +59,7 @@ const RAISED_LIMITS = {
   RATE_LIMIT_DEVICE_CODE_PER_IP: '100000000/60',
   RATE_LIMIT_DEVICE_CODE_PER_CLIENT: '100000000/60',
   RATE_LIMIT_TOKEN_PER_CLIENT: '100000000/60',
+  RATE_LIMIT_TOKEN_PER_IP: '100000000/60',
 };
 
 /** A request unanswered for this long counts as failed (and its connection is replaced). */

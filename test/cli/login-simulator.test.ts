@@ -30,14 +30,18 @@ interface Run {
 }
 
 /** Runs `device-auth login` and hands back the user code as soon as the "TV" shows it. */
-function runLogin(args: string[]): Run & { userCode: Promise<string> } {
-  const child = spawn(process.execPath, [BIN, 'login', ...args], { env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
+function runLogin(args: string[], options: { env?: Record<string, string>; stdin?: string } = {}): Run & { userCode: Promise<string>; argv: string[] } {
+  const child = spawn(process.execPath, [BIN, 'login', ...args], {
+    env: { PATH: process.env.PATH, ...options.env },
+    stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+  });
+  if (options.stdin !== undefined) child.stdin!.end(options.stdin);
   let stdout = '';
   let stderr = '';
   let resolveCode: (code: string) => void;
   const userCode = new Promise<string>((r) => (resolveCode = r));
-  child.stdout.on('data', (c) => (stdout += c));
-  child.stderr.on('data', (c) => {
+  child.stdout!.on('data', (c) => (stdout += c));
+  child.stderr!.on('data', (c) => {
     stderr += c;
     const match = /enter the code:\s+([A-Z]{4}-[A-Z]{4})/.exec(stderr);
     if (match?.[1]) resolveCode(match[1]);
@@ -49,7 +53,7 @@ function runLogin(args: string[]): Run & { userCode: Promise<string> } {
       resolve({ code, stdout, stderr });
     }),
   );
-  return { userCode, screen: done.then(() => stderr), done };
+  return { userCode, screen: done.then(() => stderr), done, argv: child.spawnargs };
 }
 
 describe('device-auth login (device simulator)', () => {
@@ -68,9 +72,14 @@ describe('device-auth login (device simulator)', () => {
     expect(tokens).toMatchObject({ token_type: 'Bearer', access_token: expect.stringMatching(/^da_at_/), refresh_token: expect.stringMatching(/^da_rt_/) });
   });
 
-  it('authenticates a confidential bot with its secret', async () => {
+  it.each([
+    ['the variable named by --secret-env', (secret: string) => ({ args: ['--secret-env', 'BOT_SECRET'], env: { BOT_SECRET: secret } })],
+    ['standard input with --secret-stdin', (secret: string) => ({ args: ['--secret-stdin'], stdin: `${secret}\n` })],
+  ])('authenticates a confidential bot with its secret from %s, never in argv', async (_name, pass) => {
     const { clientId, clientSecret } = await seedClient(t, { kind: 'bot', type: 'confidential' });
-    const run = runLogin(['--client', clientId, '--secret', clientSecret!, '--issuer', issuer]);
+    const how = pass(clientSecret!);
+    const run = runLogin(['--client', clientId, ...how.args, '--issuer', issuer], how);
+    expect(run.argv.join(' ')).not.toContain(clientSecret);
     const userCode = await run.userCode;
     await decide(t, userCode, user.userId, 'approve');
     const result = await run.done;

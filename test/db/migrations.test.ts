@@ -281,3 +281,43 @@ describe('migration 2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link', (
     await expect(insertChainRows(db, 1, 'tv_d', 5)).rejects.toThrow(/refresh_tokens_link_id_fkey/);
   });
 });
+
+describe('migration 2026-11-24T00-00-00_introspection_is_a_permission', () => {
+  const BEFORE = '2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link';
+  const state = unmigratedDatabase();
+  const permissions = async (db: Kysely<any>) =>
+    (await sql<{ client_id: string; introspection_allowed: boolean }>`
+      SELECT client_id, introspection_allowed FROM clients ORDER BY client_id`.execute(db)).rows.map((r) => [r.client_id, r.introspection_allowed]);
+
+  it('lets the confidential web apps introspect and no other app, forbids the permission to tv, bot and public apps, and goes back down', async () => {
+    const { db, migrator } = state;
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes, secret_hash) VALUES
+                ('bot_i', 'Bot', 'bot', 'confidential', '{profile}', ${hash('b')}),
+                ('tv_i', 'TV', 'tv', 'public', '{profile}', NULL),
+                ('web_i', 'Resource server', 'web', 'confidential', '{profile}', ${hash('w')}),
+                ('web_p', 'Public web', 'web', 'public', '{profile}', NULL)`.execute(db);
+
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    expect(await permissions(db)).toEqual([
+      ['bot_i', false],
+      ['tv_i', false],
+      ['web_i', true],
+      ['web_p', false],
+    ]);
+    for (const clientId of ['bot_i', 'tv_i', 'web_p']) {
+      await expect(sql`UPDATE clients SET introspection_allowed = true WHERE client_id = ${clientId}`.execute(db)).rejects.toThrow(
+        /clients_introspection_only_confidential_web/,
+      );
+    }
+    // A new app may introspect only when registered so.
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes, secret_hash)
+              VALUES ('web_new', 'New', 'web', 'confidential', '{profile}', ${hash('n')})`.execute(db);
+    expect(await permissions(db)).toContainEqual(['web_new', false]);
+
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    const columns = await sql<{ column_name: string }>`
+      SELECT column_name FROM information_schema.columns WHERE table_name = 'clients' AND column_name = 'introspection_allowed'`.execute(db);
+    expect(columns.rows).toEqual([]);
+  });
+});

@@ -71,11 +71,13 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
 export const NO_RATE_LIMITS: Record<string, string> = {
   RATE_LIMIT_USER_CODE_PER_USER: 'off',
   RATE_LIMIT_USER_CODE_PER_IP: 'off',
+  RATE_LIMIT_SIGNIN_PER_ACCOUNT_IP: 'off',
   RATE_LIMIT_SIGNIN_PER_ACCOUNT: 'off',
   RATE_LIMIT_SIGNIN_PER_IP: 'off',
   RATE_LIMIT_DEVICE_CODE_PER_CLIENT: 'off',
   RATE_LIMIT_DEVICE_CODE_PER_IP: 'off',
   RATE_LIMIT_TOKEN_PER_CLIENT: 'off',
+  RATE_LIMIT_TOKEN_PER_IP: 'off',
 };
 
 export const PASSWORD = 'correct horse battery staple';
@@ -90,13 +92,14 @@ export async function seedUser(t: Seedable, email = `user-${Math.random().toStri
 
 export async function seedClient(
   t: Seedable,
-  options: { kind?: 'tv' | 'bot' | 'web'; type?: 'public' | 'confidential'; scopes?: string[]; name?: string } = {},
+  options: { kind?: 'tv' | 'bot' | 'web'; type?: 'public' | 'confidential'; scopes?: string[]; name?: string; introspection?: boolean } = {},
 ) {
   const created = await createClient(t.deps.db, {
     name: options.name ?? 'Living Room TV',
     kind: options.kind ?? 'tv',
     type: options.type ?? 'public',
     scopes: options.scopes ?? ['openid', 'profile', 'email', 'offline_access'],
+    introspection: options.introspection,
   });
   return { clientId: created.client_id, clientSecret: created.client_secret };
 }

@@ -10,7 +10,11 @@ export class Browser {
   readonly cookies = new Map<string, string>();
   csrfToken: string | null = null;
 
-  constructor(private readonly t: TestApp) {}
+  /** `remoteAddress`: the address every request of this browser comes from (default: the test's loopback). */
+  constructor(
+    private readonly t: TestApp,
+    private readonly options: { remoteAddress?: string } = {},
+  ) {}
 
   get(url: string): Promise<Response> {
     return this.#send('GET', url);
@@ -37,6 +41,7 @@ export class Browser {
       url,
       headers: { ...(payload === undefined ? {} : FORM), ...(cookie ? { cookie } : {}) },
       ...(payload === undefined ? {} : { payload }),
+      ...(this.options.remoteAddress ? { remoteAddress: this.options.remoteAddress } : {}),
     });
     for (const set of response.cookies) {
       const expired = set.maxAge === 0 || (set.expires !== undefined && set.expires.getTime() <= Date.now());

@@ -12,15 +12,18 @@ export interface CliResult {
   code: number;
   stdout: string;
   stderr: string;
+  /** The command line the process was started with, as ps shows it. */
+  argv: string[];
 }
 
-/** Runs the real `device-auth` program in a child process. */
-export function runProgram(args: string[], env: Record<string, string | undefined>, timeoutMs = 60_000): Promise<CliResult> {
+/** Runs the real `device-auth` program in a child process; `stdin` is its whole standard input (a pipe, not a terminal). */
+export function runProgram(args: string[], env: Record<string, string | undefined>, timeoutMs = 60_000, stdin: string | Buffer = ''): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH, ...env }, timeout: timeoutMs }, (error, stdout, stderr) => {
+    const child = execFile(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH, ...env }, timeout: timeoutMs }, (error, stdout, stderr) => {
       const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
-      resolve({ code, stdout, stderr });
+      resolve({ code, stdout, stderr, argv: child.spawnargs });
     });
+    child.stdin?.end(stdin);
   });
 }
 

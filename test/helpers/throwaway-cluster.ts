@@ -1,5 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -50,7 +50,15 @@ function run(program: string, args: string[], logFile?: string): Promise<string>
   });
 }
 
-export async function createThrowawayCluster(): Promise<ThrowawayCluster> {
+export interface ThrowawayClusterOptions {
+  /**
+   * pg_hba.conf rules placed before initdb's, which trust everyone: a rule such as
+   * `host all app 127.0.0.1/32 scram-sha-256` makes one role prove its password.
+   */
+  hbaRules?: string[];
+}
+
+export async function createThrowawayCluster(options: ThrowawayClusterOptions = {}): Promise<ThrowawayCluster> {
   if (!postgresBinariesPresent()) throw new Error(`no PostgreSQL server programs in ${POSTGRES_BIN}`);
   const root = mkdtempSync(path.join(tmpdir(), 'device-auth-pg-'));
   if (process.getuid?.() === 0) {
@@ -117,6 +125,11 @@ export async function createThrowawayCluster(): Promise<ThrowawayCluster> {
 
   try {
     await run('initdb', ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8', '--locale=C']);
+    if (options.hbaRules?.length) {
+      // Written in place, so the file keeps its owner (the postgres OS user when we are root).
+      const hba = path.join(dataDir, 'pg_hba.conf');
+      writeFileSync(hba, `${options.hbaRules.join('\n')}\n${readFileSync(hba, 'utf8')}`);
+    }
     await cluster.start();
   } catch (error) {
     await cluster.destroy().catch(() => {});

@@ -91,8 +91,8 @@ export async function approveOverHttp(
   if (codeStep.status !== 200) return codeStep;
   const approvalStep = await browser.post(page, { user_code: userCode }, options);
   if (approvalStep.status !== 200) return approvalStep;
-  const requestId = inputValue(approvalStep.body, 'request_id');
-  return browser.post(`${page}/decision`, { user_code: userCode, request_id: requestId, action: 'approve', phrase }, options);
+  const requestHandle = inputValue(approvalStep.body, 'request_handle');
+  return browser.post(`${page}/decision`, { user_code: userCode, request_handle: requestHandle, action: 'approve', phrase }, options);
 }
 
 export function postAsOverHttp(server: string, client: TestClient, path: string, fields: Record<string, string | undefined>) {

@@ -60,7 +60,7 @@ async function decideOnPages(device: client.DeviceAuthorizationResponse, action:
   expect(phraseChoices(approval.body)).toContain(phrase);
   const result = await browser.post(`${complete.pathname}/decision`, {
     user_code: inputValue(approval.body, 'user_code'),
-    request_id: inputValue(approval.body, 'request_id'),
+    request_handle: inputValue(approval.body, 'request_handle'),
     action,
     phrase: action === 'approve' ? phrase : undefined,
   });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { purgeExpired, type PurgeOptions } from '../../src/oauth/housekeeping.js';
-import { startAnonymousSession } from '../../src/accounts/sessions.js';
+import { signedInBrowser } from '../helpers/browser.js';
 import { revokeChains } from '../../src/oauth/chains.js';
 import { deleteEndedLinks } from '../../src/repositories/purge.js';
 import { deleteStaleRateLimitCounters } from '../../src/repositories/rate-limits.js';
@@ -11,7 +11,7 @@ import { linkOf, refresh, refreshed, rotatedChain } from '../helpers/tokens.js';
 
 let t: TestApp;
 let clientId: string;
-let user: { userId: string };
+let user: { userId: string; email: string; password: string };
 
 const options: PurgeOptions = { batchSize: 2, maxBatches: 100, linkRetentionSeconds: 86400, deviceRequestRetentionSeconds: 3600 };
 
@@ -55,7 +55,7 @@ describe('purge of expired state', () => {
   });
 
   it('deletes expired browser sessions and expired access tokens', async () => {
-    await startAnonymousSession(t.deps);
+    await signedInBrowser(t, user);
     const tokens = await signedInDevice();
     t.clock.advance(t.config.sessionTtl + 1);
     const purged = await purgeExpired(t.deps.db, t.clock.now(), options);

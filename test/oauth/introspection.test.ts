@@ -125,6 +125,51 @@ describe('POST /oauth/introspect (RFC 7662)', () => {
     expect(res.headers['www-authenticate']).toMatch(/^Basic/);
   });
 
+  it('a confidential web app is a resource server by default and may introspect', async () => {
+    const server = await seedClient(t, { kind: 'web', type: 'confidential', name: 'Music API' });
+    const tokens = await signIn(t, tv, user.userId);
+    expect(await introspection(t, server, tokens.access_token)).toMatchObject({ active: true, sub: user.userId });
+  });
+
+  it.each([
+    ['a bot app', { kind: 'bot', type: 'confidential' }],
+    ['a confidential tv app', { kind: 'tv', type: 'confidential' }],
+    ['a web app created without the permission', { kind: 'web', type: 'confidential', introspection: false }],
+  ] as const)(
+    'RFC 7662 §4: %s, authenticated, is refused with 403 unauthorized_client, the same answer for a live and an unknown token',
+    async (_name, registration) => {
+      const caller = await seedClient(t, registration);
+      const live = (await signIn(t, tv, user.userId, ALL)).access_token;
+      const answers = [];
+      for (const token of [live, 'da_at_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA']) {
+        const res = await postAs(t, caller, '/oauth/introspect', { token });
+        answers.push({ status: res.statusCode, body: res.body, cacheControl: res.headers['cache-control'] });
+      }
+      expect(answers[0]).toEqual(answers[1]);
+      expect(answers[0]!.status).toBe(403);
+      expect(answers[0]!.cacheControl).toBe('no-store');
+      expect(JSON.parse(answers[0]!.body)).toEqual({
+        error: 'unauthorized_client',
+        error_description: 'this client is not registered as a resource server and may not introspect tokens',
+      });
+    },
+  );
+
+  it('a bot app with a wrong secret still hears 401 invalid_client, not the 403 of an authenticated one', async () => {
+    const caller = await seedClient(t, { kind: 'bot', type: 'confidential' });
+    const res = await postAs(t, { clientId: caller.clientId, clientSecret: 'dacs_wrong' }, '/oauth/introspect', { token: 'da_at_x' });
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error).toBe('invalid_client');
+  });
+
+  it.each([
+    ['bot', 'confidential'],
+    ['tv', 'confidential'],
+    ['web', 'public'],
+  ] as const)('a %s %s app cannot be registered as a resource server', async (kind, type) => {
+    await expect(seedClient(t, { kind, type, introspection: true })).rejects.toThrow(/only a confidential web app/);
+  });
+
   it('RFC 7662 §2.1: a missing token is invalid_request', async () => {
     const res = await postAs(t, rs, '/oauth/introspect', {});
     expect(res.statusCode).toBe(400);

@@ -37,7 +37,7 @@ async function enterCode(typed: string, path = '/activate', as = browser) {
 function decide(approvalPage: string, action: 'approve' | 'deny', phrase: string | undefined, as = browser, path = '/activate') {
   return as.post(`${path}/decision`, {
     user_code: inputValue(approvalPage, 'user_code'),
-    request_id: inputValue(approvalPage, 'request_id'),
+    request_handle: inputValue(approvalPage, 'request_handle'),
     action,
     phrase,
   });
@@ -232,7 +232,7 @@ describe('decision', () => {
     const { user_code, confirmation_phrase } = await startTv();
     const approval = await enterCode(user_code, '/activate', someone);
     await decide(approval.body, 'approve', confirmation_phrase, someone);
-    const row = await t.deps.db.selectFrom('device_requests').select(['user_id', 'auth_time', 'status']).where('request_id', '=', inputValue(approval.body, 'request_id')!).executeTakeFirstOrThrow();
+    const row = await t.deps.db.selectFrom('device_requests').select(['user_id', 'auth_time', 'status']).where('request_id', '=', (await storedRequest(user_code)).request_id).executeTakeFirstOrThrow();
     expect(row).toEqual({ user_id: user.userId, auth_time: signedInAt, status: 'approved' });
   });
 
@@ -325,16 +325,31 @@ describe('decision', () => {
     expect((await storedRequest(user_code)).status).toBe('pending');
   });
 
-  it('a request is named by its user code: a forged request_id decides nothing else', async () => {
+  it('the approval form names its request by an unguessable handle, never by its sequence number', async () => {
+    const first = await enterCode((await startTv()).user_code);
+    const second = await enterCode((await startTv()).user_code);
+    const handles = [inputValue(first.body, 'request_handle')!, inputValue(second.body, 'request_handle')!];
+    for (const handle of handles) expect(handle).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(handles[0]).not.toBe(handles[1]);
+    expect(first.body).not.toContain('name="request_id"');
+  });
+
+  it('a wrong request handle is answered exactly as an unknown code, and decides nothing', async () => {
     const victim = await startTv();
     const mine = await startTv();
+    const victimHandle = inputValue((await enterCode(victim.user_code)).body, 'request_handle')!;
     const victimId = (await storedRequest(victim.user_code)).request_id;
-    const approval = await enterCode(mine.user_code);
-    const res = await browser.post('/activate/decision', { user_code: mine.user_code, request_id: victimId, action: 'deny' });
-    expect(res.statusCode).toBe(409);
+    await enterCode(mine.user_code);
+    const unknown = await browser.post('/activate/decision', { user_code: 'ZXZX-ZXZX', request_handle: victimHandle, action: 'deny' });
+    for (const handle of [victimHandle, victimId, '0', 'x'.repeat(22)]) {
+      const res = await browser.post('/activate/decision', { user_code: mine.user_code, request_handle: handle, action: 'deny' });
+      expect(res.statusCode).toBe(unknown.statusCode);
+      expect(res.body.replace(new RegExp(mine.user_code, 'g'), 'CODE')).toBe(unknown.body.replace(/ZXZX-ZXZX/g, 'CODE'));
+    }
+    expect(unknown.statusCode).toBe(400);
+    expect(unknown.body).toContain('That code was not found.');
     expect((await storedRequest(victim.user_code)).status).toBe('pending');
     expect((await storedRequest(mine.user_code)).status).toBe('pending');
-    expect(inputValue(approval.body, 'request_id')).not.toBe(victimId);
   });
 
   it('a TV request cannot be decided through /activate/bot/decision', async () => {
@@ -366,7 +381,7 @@ describe('CSRF', () => {
   ])('a decision posted %s is refused with 403 and the request stays pending', async (_case, csrfToken) => {
     const { user_code, device_code, confirmation_phrase } = await startTv();
     const approval = await enterCode(user_code);
-    const fields = { user_code, request_id: inputValue(approval.body, 'request_id'), action: 'approve', phrase: confirmation_phrase };
+    const fields = { user_code, request_handle: inputValue(approval.body, 'request_handle'), action: 'approve', phrase: confirmation_phrase };
     const res = await browser.post('/activate/decision', fields, { csrfToken });
     expect(res.statusCode).toBe(403);
     expect(res.body).toContain('Nothing was changed');
@@ -381,7 +396,7 @@ describe('CSRF', () => {
     const approval = await enterCode(user_code);
     const res = await browser.post(
       '/activate/decision',
-      { user_code, request_id: inputValue(approval.body, 'request_id'), action: 'deny' },
+      { user_code, request_handle: inputValue(approval.body, 'request_handle'), action: 'deny' },
       { csrfToken: other.csrfToken },
     );
     expect(res.statusCode).toBe(403);

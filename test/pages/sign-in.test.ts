@@ -76,13 +76,14 @@ describe('refused sign-in', () => {
     const user = await seedUser(t);
     const browser = new Browser(t);
     await browser.get('/signin');
-    const anonymousCookie = browser.cookies.get('da_session');
+    const anonymousCookie = browser.cookies.get('da_anon');
+    expect(anonymousCookie).toBeDefined();
 
     const res = await browser.post('/signin', credentials(user.email));
     expect(res.statusCode).toBe(401);
     expect(res.body).toContain('The email or password is incorrect.');
     expect(res.headers['set-cookie']).toBeUndefined();
-    expect(browser.cookies.get('da_session')).toBe(anonymousCookie);
+    expect(browser.cookies.get('da_anon')).toBe(anonymousCookie);
     expect(await signedInSessions(user.userId)).toHaveLength(0);
     expect((await browser.get('/activate')).statusCode).toBe(303);
   });
@@ -144,7 +145,7 @@ describe('refused sign-in', () => {
 
 describe('browser sessions', () => {
   it('the session cookie is HttpOnly, SameSite=Lax, Path=/ and not Secure over http', async () => {
-    const res = await new Browser(t).get('/signin');
+    const res = await signIn(new Browser(t), await seedUser(t));
     const cookie = res.cookies.find((c) => c.name === 'da_session');
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Lax', path: '/' });
     expect(cookie?.secure).toBeUndefined();
@@ -152,16 +153,17 @@ describe('browser sessions', () => {
     expect(cookie?.maxAge).toBe(t.config.sessionTtl);
   });
 
-  it('over https the cookie is Secure and __Host- prefixed, before and after sign-in', async () => {
+  it('over https the cookies are Secure and __Host- prefixed, the anonymous one before sign-in and the session one after', async () => {
     const secure = await startTestApp({ env: { ISSUER: 'https://auth.example.test' } });
     try {
       const user = await seedUser(secure);
       const browser = new Browser(secure);
       const first = await browser.get('/signin');
-      expect(first.cookies.find((c) => c.name === '__Host-da_session')).toMatchObject({ secure: true, httpOnly: true, sameSite: 'Lax', path: '/' });
+      expect(first.cookies.find((c) => c.name === '__Host-da_anon')).toMatchObject({ secure: true, httpOnly: true, sameSite: 'Lax', path: '/' });
       const signedIn = await browser.post('/signin', { email: user.email, password: user.password });
       expect(signedIn.statusCode).toBe(303);
-      expect(signedIn.cookies.find((c) => c.name === '__Host-da_session')).toMatchObject({ secure: true, httpOnly: true, sameSite: 'Lax' });
+      expect(signedIn.cookies.find((c) => c.name === '__Host-da_session')).toMatchObject({ secure: true, httpOnly: true, sameSite: 'Lax', path: '/' });
+      expect(signedIn.cookies.find((c) => c.name === '__Host-da_anon')).toMatchObject({ secure: true, path: '/', maxAge: 0 });
     } finally {
       await secure.close();
     }
@@ -171,21 +173,30 @@ describe('browser sessions', () => {
     const user = await seedUser(t);
     const browser = new Browser(t);
     await browser.get('/signin');
-    const before = { cookie: browser.cookies.get('da_session'), csrf: browser.csrfToken };
+    const anonymous = { cookie: browser.cookies.get('da_anon'), csrf: browser.csrfToken };
+    expect(anonymous.cookie).toBeDefined();
     await browser.post('/signin', { email: user.email, password: user.password });
-    const after = browser.cookies.get('da_session');
-    expect(after).toBeDefined();
-    expect(after).not.toBe(before.cookie);
+    const first = browser.cookies.get('da_session');
+    expect(first).toBeDefined();
+    expect(browser.cookies.has('da_anon')).toBe(false);
 
     const page = await browser.get('/activate');
     expect(page.statusCode).toBe(200);
-    expect(browser.csrfToken).not.toBe(before.csrf);
+    expect(browser.csrfToken).not.toBe(anonymous.csrf);
 
-    // Whoever planted or saw the old cookie is not signed in with it.
+    // Whoever planted or saw the anonymous cookie is not signed in with it.
     const attacker = new Browser(t);
-    attacker.cookies.set('da_session', before.cookie!);
+    attacker.cookies.set('da_anon', anonymous.cookie!);
     expect((await attacker.get('/activate')).statusCode).toBe(303);
-    expect(attacker.cookies.get('da_session')).not.toBe(before.cookie);
+
+    // Signing in again from a signed-in browser replaces its row: the earlier cookie is dead.
+    const again = await browser.post('/signin', { email: user.email, password: user.password });
+    expect(again.statusCode).toBe(303);
+    expect(browser.cookies.get('da_session')).not.toBe(first);
+    expect(await signedInSessions(user.userId)).toHaveLength(1);
+    attacker.cookies.set('da_session', first!);
+    expect((await attacker.get('/activate')).statusCode).toBe(303);
+    expect(attacker.cookies.has('da_session')).toBe(false);
   });
 
   it('stores only the SHA-256 hash of the session cookie', async () => {

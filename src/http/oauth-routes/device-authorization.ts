@@ -5,7 +5,7 @@ import { identifyClient } from '../../oauth/client-auth.js';
 import { requestDeviceAuthorization } from '../../oauth/device/authorization.js';
 import { parseScope } from '../../oauth/scopes.js';
 import { parseForm } from '../form.js';
-import { consumeOAuthLimits } from '../rate-limit.js';
+import { consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
 import { clientCredentials } from './client-credentials.js';
 
 const deviceCodeForm = z.object({
@@ -20,12 +20,15 @@ const deviceCodeForm = z.object({
 export function deviceAuthorizationRoutes(app: FastifyInstance, deps: Deps): void {
   // RFC 8628 §3.1 / §3.2
   app.post('/oauth/device/code', async (request, reply) => {
-    // Before any other work: floods from one address are refused cheaply.
-    await consumeOAuthLimits(deps, [['deviceCodePerIp', request.ip]]);
+    // Before any other work: floods from one address (an IPv6 /64) are refused cheaply, and never
+    // reach the budget an app's devices share.
+    const perAddress = consumeOAuthLimit(deps, 'deviceCodePerIp', limitedAddress(deps, request));
+    if (perAddress) await perAddress;
     const form = parseForm(deviceCodeForm, request.body);
     // The insert itself refuses a disabled app (one round trip for the whole request).
     const client = await identifyClient(deps.clients, clientCredentials(request, form));
-    await consumeOAuthLimits(deps, [['deviceCodePerClient', client.clientId]]);
+    const perApp = consumeOAuthLimit(deps, 'deviceCodePerClient', client.clientId);
+    if (perApp) await perApp;
     const response = await requestDeviceAuthorization(deps, client, {
       scope: parseScope(form.scope),
       platform_name: form.platform_name,

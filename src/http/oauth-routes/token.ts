@@ -7,7 +7,7 @@ import { OAuthError, unsupportedGrantType } from '../../oauth/errors.js';
 import { grants } from '../../oauth/grants/index.js';
 import { parseForm } from '../form.js';
 import { sendOAuthError } from '../plugins/error-handler.js';
-import { consumeOAuthLimits } from '../rate-limit.js';
+import { consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
 import { clientCredentials } from './client-credentials.js';
 
 const tokenForm = z.object({
@@ -19,10 +19,14 @@ const tokenForm = z.object({
 export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
   // RFC 6749 §3.2
   app.post('/oauth/token', async (request, reply) => {
+    // Per address first: what one address sends never reaches the budget an app's devices share.
+    const perAddress = consumeOAuthLimit(deps, 'tokenPerIp', limitedAddress(deps, request));
+    if (perAddress) await perAddress;
     const form = parseForm(tokenForm, request.body);
     // The grants refuse a disabled app in the same statement that does their work.
     const client = await identifyClient(deps.clients, clientCredentials(request, form));
-    await consumeOAuthLimits(deps, [['tokenPerClient', client.clientId]]);
+    const perApp = consumeOAuthLimit(deps, 'tokenPerClient', client.clientId);
+    if (perApp) await perApp;
     const grant = grants.get(form.grant_type);
     if (!grant) throw unsupportedGrantType(`grant_type ${form.grant_type} is not supported`);
     const parameters = parseForm(grant.parameters, request.body);

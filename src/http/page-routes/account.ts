@@ -9,6 +9,7 @@ import {
   type ConnectedAppsPage,
   type DevicesPage,
 } from '../../accounts/devices.js';
+import { CLIENT_ID_SYNTAX } from '../../oauth/client-auth.js';
 import { parsePageForm } from '../form.js';
 import { renderPage } from './render.js';
 import { signInUrl } from './sign-in.js';
@@ -16,8 +17,7 @@ import { signInUrl } from './sign-in.js';
 const DEVICES_PATH = '/account/devices';
 const APPS_PATH = '/account/apps';
 
-/** RFC 6749 Appendix A.1: a client_id is printable ASCII. Anything else (a NUL byte) never reaches SQL. */
-const clientId = z.string().regex(/^[\x20-\x7e]{1,255}$/, 'not a client_id');
+const clientId = z.string().regex(CLIENT_ID_SYNTAX, 'not a client_id');
 
 // A notice parameter that is not well formed is ignored: it only ever adds a line of text.
 const devicesQuery = z.object({ signed_out: z.uuid().optional().catch(undefined) });

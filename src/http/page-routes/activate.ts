@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
-import { failureLimitReached, recordFailures, waitText } from '../rate-limit.js';
+import { limitedAddress, reserveAttempt, waitText } from '../rate-limit.js';
 import { PageError } from '../../oauth/errors.js';
 import { normaliseUserCode } from '../../oauth/device/user-code.js';
 import {
@@ -22,9 +22,15 @@ const PAGES: Record<ActivationPage, { path: string; title: string }> = {
   bot: { path: '/activate/bot', title: 'Connect a bot' },
 };
 
+/**
+ * Codes are 8 letters and a dash; this leaves room for spaces and typos. Anything longer is not
+ * carried into an address (a redirect's Location), where it would only make the header huge.
+ */
+const MAX_TYPED_USER_CODE = 64;
+
 function codeStepPath(page: ActivationPage, userCode: string): string {
   const { path } = PAGES[page];
-  return userCode ? `${path}?user_code=${encodeURIComponent(userCode)}` : path;
+  return userCode && userCode.length <= MAX_TYPED_USER_CODE ? `${path}?user_code=${encodeURIComponent(userCode)}` : path;
 }
 
 interface CodeStepModel {
@@ -58,10 +64,6 @@ function refusal(refused: RefusedCode): { status: number; message: string; link:
   }
 }
 
-/**
- * Every code that leads nowhere ends here, whether typed on the code step or found changed on
- * the decision: the one place where a limit on wrong guesses belongs.
- */
 function refuseCode(request: FastifyRequest, reply: FastifyReply, page: ActivationPage, typed: string, refused: RefusedCode) {
   const { status, message, link } = refusal(refused);
   return renderCodeStep(request, reply, page, { userCode: typed, message, link }, status);
@@ -93,7 +95,7 @@ const RESULTS: Record<Decision, { status: number; message: string; tone: 'notice
 const codeInput = z.object({ user_code: z.string().default('') });
 const decisionForm = z.object({
   user_code: z.string(),
-  request_id: z.string(),
+  request_handle: z.string(),
   action: z.enum(['approve', 'deny']),
   phrase: z.string().optional(),
 });
@@ -103,6 +105,45 @@ function decisionChoice(form: z.output<typeof decisionForm>): DecisionChoice {
   // Browsers enforce the required radio; only a hand-made request gets here without one.
   if (!form.phrase) throw new PageError(400, 'Choose a phrase', 'Choose the phrase your device shows, then press Approve.');
   return { action: 'approve', phrase: form.phrase };
+}
+
+type Resolution<T> = { kind: 'refused'; refusal: RefusedCode } | { kind: 'resolved'; value: T };
+
+/**
+ * RFC 8628 §5.1: every path that resolves a user code or a request runs through here, so wrong
+ * guesses are limited per user and per address whichever form they come by. The attempt is
+ * counted before the code is looked at (a reservation), so of many sent at once only the limit's
+ * worth are evaluated; one that resolves gives its count back, one that is refused keeps it.
+ */
+async function resolveWithinGuessLimit<T>(
+  deps: Deps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  page: ActivationPage,
+  typed: string,
+  userId: string,
+  resolve: () => Promise<Resolution<T>>,
+  render: (resolved: T) => FastifyReply,
+) {
+  const reservation = await reserveAttempt(deps, [['userCodePerUser', userId], ['userCodePerIp', limitedAddress(deps, request)]]);
+  const limit = reservation.verdict();
+  if (limit.limited) {
+    await reservation.refund();
+    reply.header('Retry-After', String(limit.retryAfterSeconds));
+    const message = `Too many wrong codes. Wait ${waitText(limit.retryAfterSeconds)}, then try again.`;
+    return renderCodeStep(request, reply, page, { userCode: typed, message, link: null }, 429);
+  }
+  let outcome: Resolution<T>;
+  try {
+    outcome = await resolve();
+  } catch (error) {
+    // Not evaluated (the database failed, say): the attempt was no guess.
+    void reservation.refund();
+    throw error;
+  }
+  if (outcome.kind === 'refused') return refuseCode(request, reply, page, typed, outcome.refusal);
+  await reservation.refund();
+  return render(outcome.value);
 }
 
 export function activateRoutes(app: FastifyInstance, deps: Deps): void {
@@ -119,37 +160,48 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
       const typed = parsePageForm(codeInput, request.body).user_code;
       const user = request.session?.user;
       if (!user) return reply.redirect(signInUrl(codeStepPath(page, typed)), 303);
-      // RFC 8628 §5.1: wrong entries are limited per user and per address, so guessing stops
-      // after a handful of tries out of ~2.6 × 10^10 codes.
-      const guessLimits = [['userCodePerUser', user.userId], ['userCodePerIp', request.ip]] as const;
-      const limit = await failureLimitReached(deps, guessLimits);
-      if (limit.limited) {
-        reply.header('Retry-After', String(limit.retryAfterSeconds));
-        const message = `Too many wrong codes. Wait ${waitText(limit.retryAfterSeconds)}, then try again.`;
-        return renderCodeStep(request, reply, page, { userCode: typed, message, link: null }, 429);
-      }
-      const lookup = await lookUpUserCode(deps, typed, page);
-      if (lookup.kind !== 'pending') {
-        await recordFailures(deps, guessLimits);
-        return refuseCode(request, reply, page, typed, lookup);
-      }
-      return renderApprovalStep(request, reply, page, lookup.request);
+      return resolveWithinGuessLimit(
+        deps,
+        request,
+        reply,
+        page,
+        typed,
+        user.userId,
+        async () => {
+          const lookup = await lookUpUserCode(deps, typed, page);
+          return lookup.kind === 'pending' ? { kind: 'resolved', value: lookup.request } : { kind: 'refused', refusal: lookup };
+        },
+        (pending) => renderApprovalStep(request, reply, page, pending),
+      );
     });
 
     app.post(`${path}/decision`, async (request, reply) => {
       const form = parsePageForm(decisionForm, request.body);
       const user = request.session?.user;
       if (!user) return reply.redirect(signInUrl(codeStepPath(page, form.user_code)), 303);
-      const shown = { userCode: form.user_code, requestId: form.request_id };
-      const outcome = await decideShownRequest(deps, page, shown, user, decisionChoice(form));
-      if (outcome.kind === 'refused') return refuseCode(request, reply, page, form.user_code, outcome.refusal);
-      const result = RESULTS[outcome.decision];
-      return renderPage(
+      const shown = { userCode: form.user_code, handle: form.request_handle };
+      const choice = decisionChoice(form);
+      return resolveWithinGuessLimit(
+        deps,
         request,
         reply,
-        'activate/result.eta',
-        { title: PAGES[page].title, message: result.message, tone: result.tone, againHref: path },
-        result.status,
+        page,
+        form.user_code,
+        user.userId,
+        async () => {
+          const outcome = await decideShownRequest(deps, page, shown, user, choice);
+          return outcome.kind === 'refused' ? outcome : { kind: 'resolved', value: outcome.decision };
+        },
+        (decision) => {
+          const result = RESULTS[decision];
+          return renderPage(
+            request,
+            reply,
+            'activate/result.eta',
+            { title: PAGES[page].title, message: result.message, tone: result.tone, againHref: path },
+            result.status,
+          );
+        },
       );
     });
   }

@@ -2,22 +2,31 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { normaliseEmail } from '../../accounts/users.js';
-import { failureLimitReached, recordFailures, waitText } from '../rate-limit.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sha256 } from '../../lib/random.js';
+import { limitedAddress, reserveAttempt, waitText } from '../rate-limit.js';
+import type { Reservation } from '../../rate-limits/limiter.js';
+import { PasswordChecksBusy } from '../../accounts/password-checks.js';
 import { signIn, signOut } from '../../accounts/sessions.js';
 import { parsePageForm } from '../form.js';
-import { clearSessionCookie, setSessionCookie } from '../plugins/session.js';
+import { clearAnonymousCookie, clearSessionCookie, setSessionCookie } from '../plugins/session.js';
 import { renderPage } from './render.js';
 
 const DEFAULT_RETURN_PATH = '/activate';
 const RETURN_PATHS = /^\/(activate|account)(\/|$)/;
 const PARSE_BASE = 'http://return-to.invalid';
 
+/** Far more than any page of ours links to; a longer address would only bloat the Location header. */
+export const MAX_RETURN_PATH_LENGTH = 1024;
+
 /**
  * Open-redirect defence: only a path on this server under /activate or /account; anything else
- * (an absolute URL, //host, /\host, ../ tricks) falls back to /activate. The value that reaches
- * the Location header is the URL parser's re-serialisation, never the raw input.
+ * (an absolute URL, //host, /\host, ../ tricks, an address over MAX_RETURN_PATH_LENGTH before or
+ * after re-encoding) falls back to /activate. The value that reaches the Location header is the
+ * URL parser's re-serialisation, never the raw input.
  */
 export function localReturnPath(requested: string): string {
+  if (requested.length > MAX_RETURN_PATH_LENGTH) return DEFAULT_RETURN_PATH;
   let url: URL;
   try {
     url = new URL(requested, PARSE_BASE);
@@ -25,7 +34,8 @@ export function localReturnPath(requested: string): string {
     return DEFAULT_RETURN_PATH;
   }
   if (url.origin !== PARSE_BASE || !RETURN_PATHS.test(url.pathname)) return DEFAULT_RETURN_PATH;
-  return url.pathname + url.search;
+  const local = url.pathname + url.search;
+  return local.length > MAX_RETURN_PATH_LENGTH ? DEFAULT_RETURN_PATH : local;
 }
 
 export function signInUrl(returnTo: string): string {
@@ -45,6 +55,23 @@ const REFUSALS = {
   banned: { status: 403, message: 'This account has been suspended and cannot sign in. Contact the administrator if you think this is a mistake.' },
 } as const;
 
+const BUSY_RETRY_SECONDS = 1;
+
+/**
+ * Failed sign-ins are limited so that nobody can lock another person out: strictly per account
+ * and address, and per address (spraying many accounts); per account only past a higher
+ * threshold, and then only for addresses that already failed on it. The owner, signing in from an
+ * address with no failures, is slowed (signInSlowdownMs) but never refused by what others did.
+ */
+function signInLimit(reservation: Reservation) {
+  const strict = reservation.verdict(['signInPerAccountIp', 'signInPerIp']);
+  if (strict.limited) return strict;
+  if (reservation.over('signInPerAccount') && reservation.earlierFailures('signInPerAccountIp') > 0) {
+    return reservation.verdict(['signInPerAccount']);
+  }
+  return strict;
+}
+
 export function signInRoutes(app: FastifyInstance, deps: Deps): void {
   app.get('/signin', async (request, reply) => {
     const returnTo = localReturnPath(parsePageForm(signInQuery, request.query).return_to);
@@ -55,26 +82,58 @@ export function signInRoutes(app: FastifyInstance, deps: Deps): void {
   app.post('/signin', async (request, reply) => {
     const form = parsePageForm(signInForm, request.body);
     const returnTo = localReturnPath(form.return_to);
-    // Failed attempts are limited per account (online guessing) and per address (spraying).
-    const attemptLimits = [['signInPerAccount', normaliseEmail(form.email)], ['signInPerIp', request.ip]] as const;
-    const limit = await failureLimitReached(deps, attemptLimits);
-    if (limit.limited) {
-      reply.header('Retry-After', String(limit.retryAfterSeconds));
-      const message = `Too many failed sign-in attempts. Wait ${waitText(limit.retryAfterSeconds)}, then try again.`;
-      return renderPage(request, reply, 'signin.eta', { title: 'Sign in', returnTo, email: form.email, message }, 429);
+    const renderSignIn = (message: string, status: number) =>
+      renderPage(request, reply, 'signin.eta', { title: 'Sign in', returnTo, email: form.email, message }, status);
+    const address = limitedAddress(deps, request);
+    const busy = () => {
+      reply.header('Retry-After', String(BUSY_RETRY_SECONDS));
+      return renderSignIn('Too many sign-in attempts are being checked right now. Wait a moment, then try again.', 503);
+    };
+    // Before any other work: a flood from one address is turned away without a database write.
+    const admission = deps.passwordChecks.admit(address);
+    if (!admission.admitted) return busy();
+    try {
+      // Hashed: counters carry no email, and a key's length does not depend on what was typed.
+      const account = sha256(normaliseEmail(form.email)).toString('base64url');
+      const reservation = await reserveAttempt(deps, [
+        ['signInPerAccountIp', `${account} ${address}`],
+        ['signInPerIp', address],
+        ['signInPerAccount', account],
+      ]);
+      const limit = signInLimit(reservation);
+      if (limit.limited) {
+        await reservation.refund();
+        reply.header('Retry-After', String(limit.retryAfterSeconds));
+        return renderSignIn(`Too many failed sign-in attempts. Wait ${waitText(limit.retryAfterSeconds)}, then try again.`, 429);
+      }
+      // An account under attack from many addresses: an address that has not failed on it is slowed, not refused.
+      if (reservation.over('signInPerAccount')) await sleep(deps.config.signInSlowdownMs);
+      let result;
+      try {
+        result = await signIn(deps, request.session, form, admission.place);
+      } catch (error) {
+        // Not verified: the attempt was no failure.
+        void reservation.refund();
+        if (error instanceof PasswordChecksBusy) return busy();
+        throw error;
+      }
+      // Only failures count: a right password (banned or not) gives its reservation back.
+      if (result.kind !== 'wrong_credentials') await reservation.refund();
+      if (result.kind === 'signed_in') {
+        setSessionCookie(reply, deps.config, result.started.cookieValue);
+        clearAnonymousCookie(reply, deps.config);
+        return reply.redirect(returnTo, 303);
+      }
+      const refusal = REFUSALS[result.kind];
+      return renderSignIn(refusal.message, refusal.status);
+    } finally {
+      admission.place.leave();
     }
-    const result = await signIn(deps, request.session, form);
-    if (result.kind === 'wrong_credentials') await recordFailures(deps, attemptLimits);
-    if (result.kind === 'signed_in') {
-      setSessionCookie(reply, deps.config, result.started.cookieValue);
-      return reply.redirect(returnTo, 303);
-    }
-    const refusal = REFUSALS[result.kind];
-    return renderPage(request, reply, 'signin.eta', { title: 'Sign in', returnTo, email: form.email, message: refusal.message }, refusal.status);
   });
 
   app.post('/signout', async (request, reply) => {
-    if (request.session) await signOut(deps, request.session);
+    // An anonymous visitor has no row to end; the sign-in page it lands on keeps it anonymous.
+    if (request.session?.kind === 'stored') await signOut(deps, request.session);
     clearSessionCookie(reply, deps.config);
     return reply.redirect('/signin', 303);
   });

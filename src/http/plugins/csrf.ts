@@ -5,8 +5,9 @@ import { PageError } from '../../oauth/errors.js';
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
- * Every state-changing page request must carry its session's CSRF token in the csrf_token
- * field. Checked here, once, before any route runs: a route cannot forget it.
+ * Every state-changing page request must carry its browser's CSRF token in the csrf_token
+ * field: a session's stored secret, or for an anonymous visitor the HMAC of its cookie's nonce.
+ * Checked here, once, before any route runs: a route cannot forget it.
  * Registered after registerSessions, which loads request.session.
  */
 export function registerCsrfCheck(app: FastifyInstance): void {

@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { isDatabaseUnavailable } from '../../db/unavailable.js';
+import { describeUnavailable, isDatabaseUnavailable } from '../../db/unavailable.js';
 import { OAuthError, PageError, RETRY_AFTER_SECONDS, temporarilyUnavailable } from '../../oauth/errors.js';
 
 const isOAuthPath = (url: string) => url.startsWith('/oauth/') || url.startsWith('/.well-known/');
@@ -36,7 +36,7 @@ export function registerErrorHandler(app: FastifyInstance): void {
     if (isDatabaseUnavailable(error)) {
       // Expected during an outage: one line per request, no stack. Whatever the request changed
       // was one transaction, so it either committed before the connection went or rolled back.
-      request.log.warn({ reason: error.message, code: (error as { code?: unknown }).code }, 'database unavailable');
+      request.log.warn(describeUnavailable(error), 'database unavailable');
       if (isOAuthPath(request.url)) {
         return sendOAuthError(reply, temporarilyUnavailable('the service cannot reach its database; retry shortly'));
       }

@@ -13,8 +13,18 @@ export const PAGE_CSP = [
   "base-uri 'none'",
 ].join('; ');
 
-export function registerSecurityHeaders(app: FastifyInstance): void {
+/**
+ * RFC 6797: once a browser has seen the issuer over https, it refuses plain http to that host for
+ * two years, so a network attacker cannot strip TLS from a later visit (sign-in, activation).
+ * No includeSubDomains or preload: both bind the operator's other hosts, which are not ours to decide.
+ */
+export const STRICT_TRANSPORT_SECURITY = 'max-age=63072000';
+
+export function registerSecurityHeaders(app: FastifyInstance, issuer: string): void {
+  // Browsers ignore the header over http (RFC 6797 §8.1); sending it there would only mislead.
+  const strictTransport = issuer.startsWith('https://');
   app.addHook('onSend', (_request, reply, payload, done) => {
+    if (strictTransport) reply.header('Strict-Transport-Security', STRICT_TRANSPORT_SECURITY);
     reply.header('X-Content-Type-Options', 'nosniff');
     reply.header('Referrer-Policy', 'no-referrer');
     const type = String(reply.getHeader('content-type') ?? '');

@@ -34,3 +34,13 @@ export function normaliseUserCode(typed: string): string | null {
 export function userCodeHmac(key: Buffer, code: string): Buffer {
   return hmacSha256(key, code);
 }
+
+/**
+ * The handle that names a request in the approval form. Request ids are a sequence, so a form
+ * that carried one would let anyone name the next request; the handle is the id's HMAC under the
+ * user-code key (labelled, so it can never equal a user code's HMAC), 128 bits that only the
+ * server can compute, and that need no column of their own.
+ */
+export function requestHandle(key: Buffer, requestId: string): string {
+  return hmacSha256(key, `request-handle:${requestId}`).subarray(0, 16).toString('base64url');
+}

@@ -1,8 +1,9 @@
 import type { Deps } from '../../deps.js';
 import type { ClientKind } from '../../db/schema.js';
 import { approveDeviceRequest, denyDeviceRequest, findDeviceRequestByUserCode } from '../../repositories/device-requests.js';
+import { safeEqual } from '../../lib/random.js';
 import { SCOPE_DESCRIPTIONS } from '../scopes.js';
-import { normaliseUserCode, userCodeHmac } from './user-code.js';
+import { normaliseUserCode, requestHandle, userCodeHmac } from './user-code.js';
 
 /** Which verification page the user is on: bots have their own (/activate/bot). */
 export type ActivationPage = 'device' | 'bot';
@@ -13,7 +14,8 @@ export function activationPageFor(kind: ClientKind): ActivationPage {
 
 /** What the approval page shows: plain values, never rows. */
 export interface PendingRequestView {
-  requestId: string;
+  /** Names the request in the approval form: unguessable, unlike its id (see requestHandle). */
+  handle: string;
   userCode: string;
   appName: string;
   appKind: ClientKind;
@@ -32,12 +34,16 @@ export type CodeLookup =
   | { kind: 'wrong_page'; rightPage: ActivationPage; userCode: string }
   | { kind: 'pending'; request: PendingRequestView };
 
-/** Finds the request a typed code names, as the user on `page` may act on it. */
-export async function lookUpUserCode(deps: Deps, typed: string, page: ActivationPage): Promise<CodeLookup> {
-  const userCode = normaliseUserCode(typed);
-  if (!userCode) return { kind: 'malformed' };
+type FoundRequest = NonNullable<Awaited<ReturnType<typeof findDeviceRequestByUserCode>>>;
+
+/** The request a well-formed code names, while its app is enabled. */
+async function findByUserCode(deps: Deps, userCode: string): Promise<FoundRequest | undefined> {
   const row = await findDeviceRequestByUserCode(deps.db, userCodeHmac(deps.secrets.userCodeKey, userCode));
-  if (!row || row.client_disabled_at !== null) return { kind: 'unknown' };
+  return row && row.client_disabled_at === null ? row : undefined;
+}
+
+/** What the user on `page` may do with the request a code names. */
+function classify(deps: Deps, row: FoundRequest, userCode: string, page: ActivationPage): CodeLookup {
   if (row.status !== 'pending') return { kind: 'already_used' };
   if (row.expires_at <= deps.clock.now()) return { kind: 'expired' };
   const rightPage = activationPageFor(row.client_kind);
@@ -45,7 +51,7 @@ export async function lookUpUserCode(deps: Deps, typed: string, page: Activation
   return {
     kind: 'pending',
     request: {
-      requestId: row.request_id,
+      handle: requestHandle(deps.secrets.userCodeKey, row.request_id),
       userCode,
       appName: row.client_name,
       appKind: row.client_kind,
@@ -56,6 +62,14 @@ export async function lookUpUserCode(deps: Deps, typed: string, page: Activation
       phraseChoices: row.phrase_choices,
     },
   };
+}
+
+/** Finds the request a typed code names, as the user on `page` may act on it. */
+export async function lookUpUserCode(deps: Deps, typed: string, page: ActivationPage): Promise<CodeLookup> {
+  const userCode = normaliseUserCode(typed);
+  if (!userCode) return { kind: 'malformed' };
+  const row = await findByUserCode(deps, userCode);
+  return row ? classify(deps, row, userCode, page) : { kind: 'unknown' };
 }
 
 export type Decision = 'approved' | 'cancelled_wrong_phrase' | 'denied' | 'already_decided';
@@ -90,25 +104,31 @@ export type DecisionOutcome = { kind: 'decided'; decision: Decision } | { kind: 
  * The decision on the request the user saw on the approval page. Everything is checked again
  * (code, page, expiry, and that the code still names the request that was shown), and the
  * conditional UPDATE has the last word: a form resubmitted from history or a second tab
- * changes nothing. Requests are named by the user code, never by id alone, so nobody can
- * decide a request whose code they were not given.
+ * changes nothing. Requests are named by the user code and the handle shown with it: a handle
+ * that does not belong to the code is answered exactly as an unknown code, so the decision form
+ * tells a guesser no more than the code step does.
  */
 export async function decideShownRequest(
   deps: Deps,
   page: ActivationPage,
-  shown: { userCode: string; requestId: string },
+  shown: { userCode: string; handle: string },
   user: { userId: string; authTime: Date },
   choice: DecisionChoice,
 ): Promise<DecisionOutcome> {
-  const lookup = await lookUpUserCode(deps, shown.userCode, page);
-  if (lookup.kind === 'already_used' || (lookup.kind === 'pending' && lookup.request.requestId !== shown.requestId)) {
-    return { kind: 'decided', decision: 'already_decided' };
+  const userCode = normaliseUserCode(shown.userCode);
+  if (!userCode) return { kind: 'refused', refusal: { kind: 'malformed' } };
+  const row = await findByUserCode(deps, userCode);
+  if (!row || !safeEqual(requestHandle(deps.secrets.userCodeKey, row.request_id), shown.handle)) {
+    return { kind: 'refused', refusal: { kind: 'unknown' } };
   }
+  const lookup = classify(deps, row, userCode, page);
+  // Only someone shown this request's approval page knows its handle: a second tab, history.
+  if (lookup.kind === 'already_used') return { kind: 'decided', decision: 'already_decided' };
   if (lookup.kind !== 'pending') return { kind: 'refused', refusal: lookup };
   const decision =
     choice.action === 'approve'
-      ? await approveWithPhrase(deps, lookup.request.requestId, user, choice.phrase)
-      : await denyRequest(deps, lookup.request.requestId, user.userId);
+      ? await approveWithPhrase(deps, row.request_id, user, choice.phrase)
+      : await denyRequest(deps, row.request_id, user.userId);
   if (decision !== 'already_decided') deps.metrics.verificationDecisions.inc({ decision });
   return { kind: 'decided', decision };
 }

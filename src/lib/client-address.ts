@@ -1,0 +1,41 @@
+import { isIPv4, isIPv6 } from 'node:net';
+
+/**
+ * The key under which per-address limits count a client. An IPv6 host usually gets a whole /64
+ * (RFC 6177), so one attacker can send from 2^64 addresses: per-address limits count IPv6
+ * clients by network prefix (64 bits unless configured), IPv4 clients by address. An
+ * IPv4-mapped IPv6 address (::ffff:192.0.2.1, what a dual-stack socket reports) is its IPv4
+ * address. Anything else (no address at all) is kept as it is, bounded in length.
+ */
+export function addressKey(ip: string, ipv6Prefix: number): string {
+  // The common case on the hot paths, decided without parsing.
+  if (!ip.includes(':')) return isIPv4(ip) ? ip : ip.slice(0, 64);
+  const bare = ip.split('%', 1)[0]!;
+  if (!isIPv6(bare)) return ip.slice(0, 64);
+  const groups = expandIPv6(bare);
+  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
+    return `${groups[6]! >> 8}.${groups[6]! & 0xff}.${groups[7]! >> 8}.${groups[7]! & 0xff}`;
+  }
+  const masked = groups.map((group, index) => {
+    const bitsKept = Math.min(16, Math.max(0, ipv6Prefix - index * 16));
+    return bitsKept === 16 ? group : bitsKept === 0 ? 0 : group & ((0xffff << (16 - bitsKept)) & 0xffff);
+  });
+  return `${masked.map((g) => g.toString(16)).join(':')}/${ipv6Prefix}`;
+}
+
+/** The eight 16-bit groups of a valid IPv6 address (with or without an IPv4 tail, :: anywhere). */
+function expandIPv6(address: string): number[] {
+  let text = address;
+  const lastColon = text.lastIndexOf(':');
+  const tail = text.slice(lastColon + 1);
+  if (tail.includes('.')) {
+    const [a, b, c, d] = tail.split('.').map(Number) as [number, number, number, number];
+    text = `${text.slice(0, lastColon + 1)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, rest] = text.split('::') as [string, string | undefined];
+  const parse = (part: string) => (part === '' ? [] : part.split(':').map((g) => parseInt(g, 16)));
+  const left = parse(head);
+  if (rest === undefined) return left;
+  const right = parse(rest);
+  return [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
+}
