@@ -15,6 +15,9 @@ export interface ClientsTable {
   kind: ClientKind;
   type: ClientType;
   secret_hash: Uint8Array | null;
+  /** The secret replaced by the last rotation, accepted until previous_secret_expires_at. */
+  previous_secret_hash: Uint8Array | null;
+  previous_secret_expires_at: Timestamp | null;
   allowed_scopes: string[];
   /** RFC 7662 §2.1: a resource server may introspect tokens. Only confidential web apps (a CHECK). */
   introspection_allowed: Generated<boolean>;
