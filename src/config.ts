@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import path from 'node:path';
 import { z } from 'zod';
 
 const seconds = (fallback: number) => z.coerce.number().int().positive().default(fallback);
@@ -22,6 +23,14 @@ const rateLimit = (fallback: string) =>
       return { max, windowSeconds };
     });
 
+export const ADMIN_SOCKET_NAME = 'admin.sock';
+
+function adminSocketPath(given: string | undefined, databaseUrl: string | undefined, dataDir: string): string | null {
+  if (given === 'off') return null;
+  if (given !== undefined) return given;
+  return databaseUrl || dataDir === 'memory://' ? null : path.join(dataDir, ADMIN_SOCKET_NAME);
+}
+
 const schema = z
   .object({
     PORT: z.coerce.number().int().min(0).max(65535).default(3000),
@@ -43,6 +52,16 @@ const schema = z
     LINK_RETENTION: z.coerce.number().int().min(0).default(30 * 86400),
     METRICS_TOKEN: z.string().min(16, 'must have at least 16 characters').optional(),
     REDIS_URL: z.url({ protocol: /^rediss?$/ }).optional(),
+    ADMIN_TOKEN: z
+      .string()
+      .min(32, 'must have at least 32 characters')
+      .max(512)
+      .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces (it travels in a header)')
+      .optional(),
+    ADMIN_HOST: z.string().min(1).default('127.0.0.1'),
+    ADMIN_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+    ADMIN_SOCKET: z.string().min(1).optional(),
+    ADMIN_URL: z.url({ protocol: /^https?$/ }).optional(),
     RATE_LIMIT_USER_CODE_PER_USER: rateLimit('5/60'),
     RATE_LIMIT_USER_CODE_PER_IP: rateLimit('5/60'),
     RATE_LIMIT_SIGNIN_PER_ACCOUNT_IP: rateLimit('5/900'),
@@ -59,6 +78,11 @@ const schema = z
     PASSWORD_CHECKS_PER_IP: z.coerce.number().int().min(1).max(64).default(2),
     TRUST_PROXY: z.string().default('false'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  })
+  // The admin API on a TCP port is reachable by whoever can reach the port: never without a token.
+  .refine((env) => env.ADMIN_PORT === undefined || env.ADMIN_TOKEN !== undefined, {
+    message: 'ADMIN_PORT needs ADMIN_TOKEN (at least 32 characters, e.g. `openssl rand -hex 32`); without it the admin API answers only on its Unix socket',
+    path: ['ADMIN_PORT'],
   })
   .transform((env) => {
     const issuer = (env.ISSUER ?? `http://localhost:${env.PORT}`).replace(/\/+$/, '');
@@ -82,6 +106,19 @@ const schema = z
       trustProxy: parseTrustProxy(env.TRUST_PROXY),
       metricsToken: env.METRICS_TOKEN,
       redisUrl: env.REDIS_URL,
+      admin: {
+        token: env.ADMIN_TOKEN,
+        host: env.ADMIN_HOST,
+        port: env.ADMIN_PORT,
+        /**
+         * In embedded mode the socket lives in DATA_DIR by default, where the CLI finds it; on
+         * PostgreSQL there is no folder of the server's own, so only where ADMIN_SOCKET says.
+         * "off" turns it off.
+         */
+        socket: adminSocketPath(env.ADMIN_SOCKET, env.DATABASE_URL, env.DATA_DIR),
+        /** For the CLI: a running server's admin API elsewhere (ADMIN_TOKEN goes with it). */
+        url: env.ADMIN_URL?.replace(/\/+$/, ''),
+      },
       rateLimits: {
         userCodePerUser: env.RATE_LIMIT_USER_CODE_PER_USER,
         userCodePerIp: env.RATE_LIMIT_USER_CODE_PER_IP,

@@ -9,6 +9,8 @@ import { RateLimiter } from './rate-limits/limiter.js';
 import { databaseCounterStore, redisCounterStore } from './rate-limits/store.js';
 import { loadSigningKeys, type SigningKeys } from './oauth/keys.js';
 import { ClientDirectory } from './oauth/client-auth.js';
+import { Housekeeping } from './oauth/housekeeping.js';
+import { describeUnavailable, isDatabaseUnavailable } from './db/unavailable.js';
 import { ensureServerSecret } from './repositories/server-secrets.js';
 
 /** Everything the domain needs, created once at start and passed down explicitly. */
@@ -24,6 +26,8 @@ export interface Deps {
   rateLimiter: RateLimiter;
   passwordChecks: PasswordChecks;
   clients: ClientDirectory;
+  /** The purge: scheduled by the server, run on demand by the admin API. */
+  housekeeping: Housekeeping;
   /** Releases what createDeps opened besides the database (the Redis connection). */
   close(): Promise<void>;
 }
@@ -52,6 +56,11 @@ export async function createDeps(options: {
   const metrics = createMetrics(() => database.poolStats());
   const counters = config.redisUrl ? await redisCounterStore(config.redisUrl) : databaseCounterStore(database.db);
   const rateLimiter = new RateLimiter(counters, config.rateLimits);
+  const housekeeping = new Housekeeping(database.db, clock, config.purge, config.purgeIntervalSeconds, (run, error) => {
+    if (run.outcome === 'done') log.info({ purged: run.purged }, 'purge done');
+    // While the database is away this fails every tick: one line each, without a stack.
+    else log.warn(isDatabaseUnavailable(error) ? describeUnavailable(error) : { err: error }, 'purge failed');
+  });
   return {
     db: database.db,
     database,
@@ -63,8 +72,10 @@ export async function createDeps(options: {
     metrics,
     rateLimiter,
     passwordChecks: new PasswordChecks(config.passwordChecks),
-    clients: new ClientDirectory(database.db),
+    clients: new ClientDirectory(database.db, clock),
+    housekeeping,
     async close() {
+      housekeeping.stop();
       await rateLimiter.close();
       await counters.close();
     },

@@ -1,14 +1,12 @@
 import pino from 'pino';
 import { buildApp } from './app.js';
+import { startAdminListeners, type AdminListeners } from './admin-listeners.js';
 import { ConfigError, loadConfig } from './config.js';
 import { connectDatabase } from './db/connect.js';
-import { describeUnavailable, isDatabaseUnavailable } from './db/unavailable.js';
 import { migrateToLatest } from './db/migrate.js';
 import { createDeps } from './deps.js';
 import { systemClock } from './lib/clock.js';
 import { logDestination, loggerOptions } from './lib/logging.js';
-import { purgeExpired } from './oauth/housekeeping.js';
-import type { Deps } from './deps.js';
 
 // The descriptor itself, not process.stdout: that stream would throw its EPIPE as an uncaught error.
 const STDOUT = 1;
@@ -38,8 +36,9 @@ async function main(): Promise<void> {
   const deps = await createDeps({ database, config, log, clock: systemClock });
   const app = await buildApp(deps, { logger: log });
 
-  const purgeTimer = startPurging(deps);
+  deps.housekeeping.schedule();
 
+  let adminApi: AdminListeners | null = null;
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -48,8 +47,7 @@ async function main(): Promise<void> {
     // Whatever happens, leave within a bound.
     const deadline = setTimeout(() => process.exit(1), 10_000);
     deadline.unref();
-    if (purgeTimer) clearInterval(purgeTimer);
-    await app.close();
+    await Promise.all([app.close(), adminApi?.close()]);
     await deps.close();
     await database.close();
     log.info('stopped');
@@ -58,28 +56,9 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
 
+  adminApi = await startAdminListeners(deps, log);
   await app.listen({ port: config.port, host: config.host });
   log.info({ issuer: config.issuer, database: database.kind }, 'device-auth ready');
-}
-
-/** Periodic purge; a failed run (database away) is logged and retried at the next tick. */
-function startPurging(deps: Deps): NodeJS.Timeout | null {
-  const seconds = deps.config.purgeIntervalSeconds;
-  if (seconds === 0) return null;
-  let running = false;
-  const timer = setInterval(() => {
-    if (running) return;
-    running = true;
-    purgeExpired(deps.db, deps.clock.now(), deps.config.purge)
-      .then((counts) => deps.log.info({ purged: counts }, 'purge done'))
-      .catch((error: unknown) =>
-        // While the database is away this fails every tick: one line each, without a stack.
-        deps.log.warn(isDatabaseUnavailable(error) ? describeUnavailable(error) : { err: error }, 'purge failed'),
-      )
-      .finally(() => (running = false));
-  }, seconds * 1000);
-  timer.unref();
-  return timer;
 }
 
 main().catch((error: unknown) => {

@@ -26,6 +26,7 @@ const DEVICE_KINDS: readonly ClientKind[] = ['tv', 'bot'];
 
 export interface DeviceView {
   linkId: string;
+  clientId: string;
   appName: string;
   appKind: string;
   /** What the device said about itself, never checked: shown marked Unverified. */
@@ -61,6 +62,7 @@ export async function listDevices(deps: Deps, userId: string): Promise<DeviceVie
   const rows = await listLiveLinksOfUser(deps.db, userId, DEVICE_KINDS, deps.clock.now());
   return rows.map((row) => ({
     linkId: row.link_id,
+    clientId: row.client_id,
     appName: row.client_name,
     appKind: KIND_LABELS[row.client_kind],
     platformName: row.platform_name,
@@ -115,7 +117,7 @@ export type SignOutOutcome = 'signed_out' | 'not_found';
  * Signs one device out: its chain is revoked, so its refresh token and access tokens stop on
  * their next use. Only a live link of this user: another user's link id changes nothing.
  */
-export async function signOutDevice(deps: Deps, userId: string, linkId: string, ip: string): Promise<SignOutOutcome> {
+export async function signOutDevice(deps: Deps, userId: string, linkId: string, ip: string | null): Promise<SignOutOutcome> {
   const revoked = await revokeAndCountChains(deps, { userId, linkId }, 'signed_out_by_user', ip);
   return revoked.length > 0 ? 'signed_out' : 'not_found';
 }
@@ -123,7 +125,7 @@ export async function signOutDevice(deps: Deps, userId: string, linkId: string, 
 export type RemoveAccessOutcome = 'removed' | 'not_found';
 
 /** Revokes every chain of one app for this user (devices and web alike); other users keep theirs. */
-export async function removeAppAccess(deps: Deps, userId: string, clientId: string, ip: string): Promise<RemoveAccessOutcome> {
+export async function removeAppAccess(deps: Deps, userId: string, clientId: string, ip: string | null): Promise<RemoveAccessOutcome> {
   const revoked = await revokeAndCountChains(deps, { userId, clientId }, 'access_removed', ip);
   return revoked.length > 0 ? 'removed' : 'not_found';
 }

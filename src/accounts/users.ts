@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { Database } from '../db/connect.js';
 import { MAX_PAGE_SIZE } from '../lib/paging.js';
-import { findUserByEmail, insertUser, listUsers } from '../repositories/users.js';
+import { storedText } from '../lib/stored-text.js';
+import { deleteUserRow, findUserByEmail, insertUser, listUsers } from '../repositories/users.js';
 import { hashPassword } from './passwords.js';
 
 /** Emails are compared trimmed and lower-cased. */
@@ -12,7 +13,7 @@ export function normaliseEmail(email: string): string {
 export const newUserSchema = z.object({
   email: z.email().max(254),
   password: z.string().min(8, 'password must have at least 8 characters').max(1024),
-  name: z.string().trim().min(1).max(100).optional(),
+  name: storedText.trim().min(1).max(100).optional(),
 });
 
 export async function createUser(db: Database, input: { email: string; password: string; name?: string | undefined }): Promise<{ user_id: string }> {
@@ -45,4 +46,28 @@ export async function userPage(db: Database, page: { search?: string | undefined
 export async function showUser(db: Database, email: string): Promise<UserView | undefined> {
   const row = await findUserByEmail(db, normaliseEmail(email));
   return row ? toUserView(row) : undefined;
+}
+
+export type Registration = { kind: 'created'; user_id: string } | { kind: 'exists'; email: string };
+
+/** createUser for operators: an email already taken is an answer, not an error (also in a race). */
+export async function registerUser(db: Database, input: { email: string; password: string; name?: string | undefined }): Promise<Registration> {
+  const email = normaliseEmail(input.email);
+  if (await findUserByEmail(db, email)) return { kind: 'exists', email };
+  try {
+    return { kind: 'created', ...(await createUser(db, input)) };
+  } catch (error) {
+    if (error instanceof Error && 'code' in error && error.code === '23505') return { kind: 'exists', email };
+    throw error;
+  }
+}
+
+/**
+ * Deletes the user and everything of theirs at once: sessions, chains, tokens (so every device
+ * and app is signed out on its next request), events and pending requests.
+ */
+export async function deleteUser(db: Database, email: string): Promise<{ user_id: string } | null> {
+  const user = await findUserByEmail(db, normaliseEmail(email));
+  if (!user) return null;
+  return (await deleteUserRow(db, user.user_id)) ? { user_id: user.user_id } : null;
 }

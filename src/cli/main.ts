@@ -1,20 +1,20 @@
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
+import { existsSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../lib/paging.js';
-import { projectRoot } from '../lib/paths.js';
+import pino from 'pino';
 import { ZodError } from 'zod';
+import { buildAdminApp } from '../admin-app.js';
+import { normaliseEmail } from '../accounts/users.js';
 import { ConfigError, loadConfig } from '../config.js';
 import { connectDatabase, type DatabaseHandle } from '../db/connect.js';
+import { dataDirOwner, DataDirInUse } from '../db/data-dir-lock.js';
 import { migrateToLatest } from '../db/migrate.js';
-import { banUser, unbanUser } from '../accounts/bans.js';
-import { eventsOfUser } from '../accounts/events.js';
-import { createUser, normaliseEmail, showUser, userPage } from '../accounts/users.js';
-import { clientPage, createClient, showClient } from '../oauth/clients.js';
-import { setClientDisabledAt } from '../repositories/clients.js';
+import { createDeps } from '../deps.js';
+import { systemClock } from '../lib/clock.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../lib/paging.js';
+import { packageVersion } from '../lib/paths.js';
+import { inProcessAdmin, remoteAdmin, type AdminTransport } from './admin-client.js';
 import { simulateDeviceLogin } from './login.js';
 import { readSecret, SecretInputError, secretInArgv, type SecretSources } from './secrets.js';
-import { purgeExpired } from '../oauth/housekeeping.js';
 
 /** Output printed one JSON document per line. */
 class JsonLines {
@@ -26,7 +26,7 @@ class UsageError extends Error {}
 
 const USAGE = `usage: device-auth <command>
 
-  migrate
+  migrate                       apply the schema's migrations (a server migrates at start)
   client create --name NAME --kind tv|bot|web --type public|confidential [--scope "openid profile email offline_access"]
                 [--no-introspection]
                                 a confidential web app is a resource server that may introspect tokens
@@ -34,8 +34,13 @@ const USAGE = `usage: device-auth <command>
   client list [--limit N] [--after CLIENT_ID]
                                 one JSON line per client, in client_id order; the next page starts --after the last
   client show CLIENT_ID
+  client update CLIENT_ID [--name NAME] [--scope "SCOPES"] [--introspection | --no-introspection]
+                                new requests are held to the new scopes at once; issued tokens keep theirs
+  client rotate-secret CLIENT_ID [--grace SECONDS]
+                                a new secret, shown once; the old one keeps working for SECONDS (default 0)
   client disable CLIENT_ID
   client enable CLIENT_ID
+  client delete CLIENT_ID       with every chain, token and pending request of the app
   user create --email EMAIL [--name NAME] [--password-env VAR]
                                 the password: typed at the prompt (not echoed), the first line of
                                 standard input when it is not a terminal, or the variable VAR
@@ -44,15 +49,25 @@ const USAGE = `usage: device-auth <command>
   user show EMAIL
   user ban EMAIL
   user unban EMAIL
+  user delete EMAIL             with the user's sessions, chains, tokens and events
+  user devices EMAIL            the user's signed-in devices, as their Devices page lists them
+  user sign-out EMAIL LINK_ID   sign one device out: its tokens stop at once
+  user apps EMAIL               the apps with access to the user's account
+  user remove-access EMAIL CLIENT_ID
+                                every chain of that app for that user ends
+  events [--user EMAIL] [--client CLIENT_ID] [--since TIME] [--limit N] [--after EVENT_ID]
+                                what happened to chains and why, as JSON lines, oldest first
+  purge                         delete expired requests, sessions, tokens and long-ended chains now
+  housekeeping                  the server's periodic purge: last run, failures in a row, healthy or not
   login --client CLIENT_ID [--secret-env VAR | --secret-stdin] [--issuer URL] [--scope SCOPE]
                                 a device simulator: shows a code and phrase like a TV, polls, prints the tokens
-  purge                         delete expired requests, sessions, tokens and long-ended chains now
-  events --user EMAIL           what happened to each of the user's device links, as JSON lines
   --help, -h                    after any command: its usage; nothing runs
   --version                     the program's version
 
+With a server running, commands go through its admin API, so they take effect at once: in
+embedded mode the server's socket in DATA_DIR is found by itself; elsewhere set ADMIN_URL and
+ADMIN_TOKEN. With none running they open the database (DATABASE_URL, or DATA_DIR, default ./data).
 Passwords and client secrets are never taken on the command line (ps and shell history show it).
-Reads DATABASE_URL (PostgreSQL) or DATA_DIR (embedded database, default ./data).
 Prints JSON on stdout; errors go to stderr with a non-zero exit code.`;
 
 type Options = Record<string, string | boolean | undefined>;
@@ -78,25 +93,9 @@ function pageSize(given: string | undefined): number {
   return size;
 }
 
-function notFound(message: string): never {
-  throw new UsageError(message);
-}
-
 function onePositional(positionals: string[], what: string): string {
   if (positionals.length !== 1 || !positionals[0]) throw new UsageError(`expected exactly one ${what}`);
   return positionals[0];
-}
-
-async function withDatabase<T>(run: (database: DatabaseHandle) => Promise<T>, migrate = true): Promise<T> {
-  const config = loadConfig();
-  const database = await connectDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
-  try {
-    // Commands work on a fresh data folder too; migrating is idempotent.
-    if (migrate) await migrateToLatest(database.db);
-    return await run(database);
-  } finally {
-    await database.close();
-  }
 }
 
 const processSecretSources = (): SecretSources => ({ env: process.env, stdin: process.stdin, prompt: process.stderr });
@@ -118,8 +117,213 @@ export function helpFor(command: string | undefined, sub: string | undefined): s
   return picked.length > 0 ? `usage: device-auth\n${picked.join('\n')}` : USAGE;
 }
 
-function packageVersion(): string {
-  return (JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')) as { version: string }).version;
+/** The database, directly: for `migrate`, which no server does for the CLI. */
+async function withDatabase<T>(run: (database: DatabaseHandle) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  const database = await connectDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
+  try {
+    return await run(database);
+  } finally {
+    await database.close();
+  }
+}
+
+/**
+ * Where the command's admin API is: a running server's (ADMIN_URL, or in embedded mode the socket
+ * of the server holding DATA_DIR), or, with no server running, one in this process on the
+ * database. The same routes answer either way, so the result is the same.
+ */
+async function openAdmin(): Promise<AdminTransport> {
+  const config = loadConfig();
+  const { admin } = config;
+  if (admin.url) return remoteAdmin({ url: admin.url }, admin.token);
+  if (!config.databaseUrl && existsSync(config.dataDir)) {
+    const owner = dataDirOwner(config.dataDir);
+    if (owner) {
+      if (admin.socket !== null && existsSync(admin.socket)) return remoteAdmin({ socketPath: admin.socket }, admin.token);
+      // Held by something without an admin socket (another command, a server with ADMIN_SOCKET=off).
+      throw new DataDirInUse(config.dataDir, owner);
+    }
+  }
+  const database = await connectDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
+  try {
+    // Commands work on a fresh data folder too; migrating is idempotent.
+    await migrateToLatest(database.db);
+    const deps = await createDeps({ database, config, log: pino({ level: 'silent' }), clock: systemClock });
+    const app = await buildAdminApp(deps, { listener: 'socket', logger: false });
+    return inProcessAdmin(app, admin.token, async () => {
+      await app.close();
+      await deps.close();
+      await database.close();
+    });
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
+}
+
+/** What to say for the API's refusals, in the CLI's words. */
+interface Wording {
+  notFound?: string;
+  conflict?: string;
+}
+
+/** The admin API refused the call for a reason of the server's (auth, an outage): exit 1. */
+class AdminRefusal extends Error {}
+
+async function call(admin: AdminTransport, method: string, path: string, body?: unknown, wording: Wording = {}): Promise<unknown> {
+  const answer = await admin.send(method, path, body);
+  if (answer.status >= 200 && answer.status < 300) return answer.body;
+  const detail = (answer.body as { detail?: unknown } | null)?.detail;
+  const said = typeof detail === 'string' ? detail : `HTTP ${answer.status}`;
+  if (answer.status === 404 && wording.notFound) throw new UsageError(wording.notFound);
+  if (answer.status === 409 && wording.conflict) throw new UsageError(wording.conflict);
+  if (answer.status === 401) throw new AdminRefusal(`${admin.where} refused the admin token: set ADMIN_TOKEN to the server's`);
+  if (answer.status >= 400 && answer.status < 500) throw new UsageError(said);
+  throw new AdminRefusal(`${admin.where}: ${said}`);
+}
+
+async function withAdmin<T>(run: (admin: AdminTransport) => Promise<T>): Promise<T> {
+  const admin = await openAdmin();
+  try {
+    return await run(admin);
+  } finally {
+    await admin.close();
+  }
+}
+
+const segment = encodeURIComponent;
+
+function query(values: Record<string, string | number | undefined>): string {
+  const pairs = Object.entries(values).filter((entry): entry is [string, string | number] => entry[1] !== undefined);
+  return pairs.length === 0 ? '' : `?${new URLSearchParams(pairs.map(([k, v]) => [k, String(v)])).toString()}`;
+}
+
+const items = (body: unknown) => new JsonLines((body as { items: unknown[] }).items);
+const noClient = (clientId: string) => `no client ${clientId}: see \`device-auth client list\``;
+const noUser = (email: string) => `no user ${normaliseEmail(email)}: see \`device-auth user list --search\``;
+
+function scopeList(given: string): string[] {
+  return given.split(' ').filter(Boolean);
+}
+
+function wholeSeconds(given: string | undefined, name: string): number | undefined {
+  if (given === undefined) return undefined;
+  const value = Number(given);
+  if (!/^\d+$/.test(given) || !Number.isSafeInteger(value)) throw new UsageError(`--${name} must be a whole number of seconds`);
+  return value;
+}
+
+async function clientCommand(sub: string | undefined, rest: string[]): Promise<unknown> {
+  if (sub === 'create') {
+    const { values } = parse(rest, {
+      name: { type: 'string' },
+      kind: { type: 'string' },
+      type: { type: 'string' },
+      scope: { type: 'string' },
+      'no-introspection': { type: 'boolean' },
+    });
+    const body = {
+      name: required(values, 'name'),
+      kind: required(values, 'kind'),
+      type: required(values, 'type'),
+      ...(values.scope !== undefined && { scopes: scopeList(values.scope) }),
+      // Absent: the default of the kind and type.
+      ...(values['no-introspection'] && { introspection: false }),
+    };
+    return withAdmin((admin) => call(admin, 'POST', '/admin/clients', body));
+  }
+  if (sub === 'list') {
+    const { values } = parse(rest, { limit: { type: 'string' }, after: { type: 'string' } });
+    const limit = pageSize(values.limit);
+    return withAdmin(async (admin) => items(await call(admin, 'GET', `/admin/clients${query({ limit, after: values.after })}`)));
+  }
+  if (sub === 'update') {
+    const { values, positionals } = parse(rest, {
+      name: { type: 'string' },
+      scope: { type: 'string' },
+      introspection: { type: 'boolean' },
+      'no-introspection': { type: 'boolean' },
+    });
+    const clientId = onePositional(positionals, 'CLIENT_ID');
+    if (values.introspection && values['no-introspection']) throw new UsageError('give --introspection or --no-introspection, not both');
+    const changes = {
+      ...(values.name !== undefined && { name: values.name }),
+      ...(values.scope !== undefined && { scopes: scopeList(values.scope) }),
+      ...(values.introspection && { introspection: true }),
+      ...(values['no-introspection'] && { introspection: false }),
+    };
+    if (Object.keys(changes).length === 0) throw new UsageError('nothing to change: give --name, --scope, --introspection or --no-introspection');
+    return withAdmin((admin) => call(admin, 'PATCH', `/admin/clients/${segment(clientId)}`, changes, { notFound: noClient(clientId) }));
+  }
+  if (sub === 'rotate-secret') {
+    const { values, positionals } = parse(rest, { grace: { type: 'string' } });
+    const clientId = onePositional(positionals, 'CLIENT_ID');
+    const grace = wholeSeconds(values.grace, 'grace') ?? 0;
+    return withAdmin((admin) =>
+      call(admin, 'POST', `/admin/clients/${segment(clientId)}/secret`, { grace_period_seconds: grace }, {
+        notFound: noClient(clientId),
+        conflict: `${clientId} is a public client: it has no secret to rotate`,
+      }),
+    );
+  }
+  const simple: Record<string, [method: string, suffix: string]> = {
+    show: ['GET', ''],
+    disable: ['POST', '/disable'],
+    enable: ['POST', '/enable'],
+    delete: ['DELETE', ''],
+  };
+  const route = sub === undefined ? undefined : simple[sub];
+  if (route) {
+    const { positionals } = parse(rest, {});
+    const clientId = onePositional(positionals, 'CLIENT_ID');
+    return withAdmin((admin) => call(admin, route[0], `/admin/clients/${segment(clientId)}${route[1]}`, undefined, { notFound: noClient(clientId) }));
+  }
+  return undefined;
+}
+
+async function userCommand(sub: string | undefined, rest: string[], secrets: SecretSources): Promise<unknown> {
+  if (sub === 'create') {
+    const { values } = parse(rest, { email: { type: 'string' }, 'password-env': { type: 'string' }, name: { type: 'string' } });
+    const email = required(values, 'email');
+    const password = await readSecret('password', values['password-env'], secrets);
+    return withAdmin((admin) =>
+      call(admin, 'POST', '/admin/users', { email, password, ...(values.name !== undefined && { name: values.name }) }, {
+        conflict: `a user with this email exists: use \`device-auth user show ${normaliseEmail(email)}\``,
+      }),
+    );
+  }
+  if (sub === 'list') {
+    const { values } = parse(rest, { search: { type: 'string' }, limit: { type: 'string' }, after: { type: 'string' } });
+    const limit = pageSize(values.limit);
+    return withAdmin(async (admin) => items(await call(admin, 'GET', `/admin/users${query({ limit, after: values.after, search: values.search })}`)));
+  }
+  if (sub === 'sign-out' || sub === 'remove-access') {
+    const { positionals } = parse(rest, {});
+    const what = sub === 'sign-out' ? 'LINK_ID' : 'CLIENT_ID';
+    if (positionals.length !== 2 || !positionals[0] || !positionals[1]) throw new UsageError(`expected EMAIL and ${what}`);
+    const [email, id] = positionals as [string, string];
+    const path = `/admin/users/${segment(normaliseEmail(email))}/${sub === 'sign-out' ? 'devices' : 'apps'}/${segment(id)}`;
+    return withAdmin((admin) => call(admin, 'DELETE', path));
+  }
+  const simple: Record<string, [method: string, suffix: string, lines: boolean]> = {
+    show: ['GET', '', false],
+    ban: ['POST', '/ban', false],
+    unban: ['POST', '/unban', false],
+    delete: ['DELETE', '', false],
+    devices: ['GET', '/devices', true],
+    apps: ['GET', '/apps', true],
+  };
+  const route = sub === undefined ? undefined : simple[sub];
+  if (route) {
+    const { positionals } = parse(rest, {});
+    const email = onePositional(positionals, 'EMAIL');
+    return withAdmin(async (admin) => {
+      const body = await call(admin, route[0], `/admin/users/${segment(normaliseEmail(email))}${route[1]}`, undefined, { notFound: noUser(email) });
+      return route[2] ? items(body) : body;
+    });
+  }
+  return undefined;
 }
 
 export async function runCli(argv: string[], secrets: SecretSources = processSecretSources()): Promise<unknown> {
@@ -130,84 +334,30 @@ export async function runCli(argv: string[], secrets: SecretSources = processSec
   // Anywhere on the line, help and version answer and nothing else runs: `purge --help` purges nothing.
   if (argv.includes('--help') || argv.includes('-h')) return helpFor(command === '--help' || command === '-h' ? undefined : command, sub);
   if (argv.includes('--version')) return `device-auth ${packageVersion()}`;
+  const all = [sub, ...rest].filter((a): a is string => a !== undefined);
   switch (command) {
-    case 'migrate':
-      return withDatabase((d) => migrateToLatest(d.db), false);
+    case 'migrate': {
+      parse(all, {});
+      const config = loadConfig();
+      // The server migrated at start; its database is its own while it runs.
+      if (!config.databaseUrl && existsSync(config.dataDir)) {
+        const owner = dataDirOwner(config.dataDir);
+        if (owner) throw new DataDirInUse(config.dataDir, owner);
+      }
+      return withDatabase((d) => migrateToLatest(d.db));
+    }
     case 'client': {
-      if (sub === 'create') {
-        const { values } = parse(rest, {
-          name: { type: 'string' },
-          kind: { type: 'string' },
-          type: { type: 'string' },
-          scope: { type: 'string' },
-          'no-introspection': { type: 'boolean' },
-        });
-        const scopes = (values.scope ?? 'openid profile email offline_access').split(' ').filter(Boolean);
-        return withDatabase((d) =>
-          createClient(d.db, {
-            name: required(values, 'name'),
-            kind: required(values, 'kind') as 'tv',
-            type: required(values, 'type') as 'public',
-            scopes,
-            // Absent: the default of the kind and type (createClient).
-            introspection: values['no-introspection'] ? false : undefined,
-          }),
-        );
-      }
-      if (sub === 'list') {
-        const { values } = parse(rest, { limit: { type: 'string' }, after: { type: 'string' } });
-        const limit = pageSize(values.limit);
-        return withDatabase(async (d) => new JsonLines(await clientPage(d.db, { after: values.after, limit })));
-      }
-      if (sub === 'show') {
-        const { positionals } = parse(rest, {});
-        const clientId = onePositional(positionals, 'CLIENT_ID');
-        return withDatabase(async (d) => (await showClient(d.db, clientId)) ?? notFound(`no client ${clientId}: see \`device-auth client list\``));
-      }
-      if (sub === 'disable' || sub === 'enable') {
-        const { positionals } = parse(rest, {});
-        const clientId = onePositional(positionals, 'CLIENT_ID');
-        return withDatabase(async (d) => {
-          const found = await setClientDisabledAt(d.db, clientId, sub === 'disable' ? new Date() : null);
-          if (!found) throw new UsageError(`no client ${clientId}`);
-          return { client_id: clientId, disabled: sub === 'disable' };
-        });
-      }
+      const result = await clientCommand(sub, rest);
+      if (result !== undefined) return result;
       break;
     }
     case 'user': {
-      if (sub === 'create') {
-        const { values } = parse(rest, { email: { type: 'string' }, 'password-env': { type: 'string' }, name: { type: 'string' } });
-        const email = required(values, 'email');
-        const password = await readSecret('password', values['password-env'], secrets);
-        return withDatabase(async (d) => {
-          if (await showUser(d.db, email)) throw new UsageError(`a user with this email exists: use \`device-auth user show ${normaliseEmail(email)}\``);
-          return createUser(d.db, { email, password, name: values.name });
-        });
-      }
-      if (sub === 'list') {
-        const { values } = parse(rest, { search: { type: 'string' }, limit: { type: 'string' }, after: { type: 'string' } });
-        const limit = pageSize(values.limit);
-        return withDatabase(async (d) => new JsonLines(await userPage(d.db, { search: values.search, after: values.after, limit })));
-      }
-      if (sub === 'show') {
-        const { positionals } = parse(rest, {});
-        const email = onePositional(positionals, 'EMAIL');
-        return withDatabase(async (d) => (await showUser(d.db, email)) ?? notFound(`no user ${normaliseEmail(email)}: see \`device-auth user list --search\``));
-      }
-      if (sub === 'ban' || sub === 'unban') {
-        const { positionals } = parse(rest, {});
-        const email = normaliseEmail(onePositional(positionals, 'EMAIL'));
-        return withDatabase(async (d) => {
-          const result = sub === 'ban' ? await banUser(d.db, email, new Date()) : await unbanUser(d.db, email);
-          if (!result) throw new UsageError(`no user ${email}`);
-          return { ...result, banned: sub === 'ban' };
-        });
-      }
+      const result = await userCommand(sub, rest, secrets);
+      if (result !== undefined) return result;
       break;
     }
     case 'login': {
-      const { values } = parse([sub, ...rest].filter((a): a is string => a !== undefined), {
+      const { values } = parse(all, {
         client: { type: 'string' },
         'secret-env': { type: 'string' },
         'secret-stdin': { type: 'boolean' },
@@ -235,18 +385,26 @@ export async function runCli(argv: string[], secrets: SecretSources = processSec
         throw error;
       }
     }
-    case 'purge': {
-      const config = loadConfig();
-      return withDatabase((d) => purgeExpired(d.db, new Date(), config.purge));
-    }
+    case 'purge':
+      parse(all, {});
+      return withAdmin((admin) => call(admin, 'POST', '/admin/purge'));
+    case 'housekeeping':
+      parse(all, {});
+      return withAdmin((admin) => call(admin, 'GET', '/admin/housekeeping'));
     case 'events': {
-      const { values } = parse([sub, ...rest].filter((a): a is string => a !== undefined), { user: { type: 'string' } });
-      const email = normaliseEmail(required(values, 'user'));
-      return withDatabase(async (d) => {
-        const events = await eventsOfUser(d.db, email);
-        if (!events) throw new UsageError(`no user ${email}`);
-        return new JsonLines(events);
+      const { values } = parse(all, {
+        user: { type: 'string' },
+        client: { type: 'string' },
+        since: { type: 'string' },
+        limit: { type: 'string' },
+        after: { type: 'string' },
       });
+      // Events come many to a chain: a full page by default.
+      const limit = values.limit === undefined ? MAX_PAGE_SIZE : pageSize(values.limit);
+      const path = `/admin/events${query({ user: values.user === undefined ? undefined : normaliseEmail(values.user), client: values.client, since: values.since, after: values.after, limit })}`;
+      return withAdmin(async (admin) =>
+        items(await call(admin, 'GET', path, undefined, { notFound: values.user !== undefined ? noUser(values.user) : `no client ${values.client}` })),
+      );
     }
     case undefined:
     case 'help':
@@ -271,6 +429,7 @@ async function main(): Promise<void> {
     else process.stdout.write(`${JSON.stringify(result)}\n`);
   } catch (error) {
     const usage = error instanceof UsageError || error instanceof ZodError || error instanceof ConfigError || error instanceof SecretInputError;
+    // DataDirInUse and AdminRefusal are the server's state, not the call's: exit 1.
     process.stderr.write(`device-auth: ${describe(error)}\n`);
     process.exitCode = usage ? 2 : 1;
   }

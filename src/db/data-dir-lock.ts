@@ -28,7 +28,7 @@ export class DataDirInUse extends Error {
   }
 }
 
-interface LockOwner {
+export interface LockOwner {
   pid: number;
   host: string;
   startedAt?: string;
@@ -148,4 +148,10 @@ export function lockDataDir(dataDir: string, command = process.argv.slice(1).map
   // process.exit() skips close(): the lock goes with the process all the same.
   process.on('exit', release);
   return { release };
+}
+
+/** The process holding the folder's embedded database now, if any (a stale lock holds nothing). */
+export function dataDirOwner(dataDir: string): LockOwner | null {
+  const owner = readOwner(path.join(dataDir, LOCK_FILE));
+  return owner && isRunning(owner) ? owner : null;
 }

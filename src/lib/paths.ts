@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -17,3 +17,7 @@ function findProjectRoot(): string {
 
 export const projectRoot = findProjectRoot();
 export const viewsFolder = path.join(projectRoot, 'views');
+
+export function packageVersion(): string {
+  return (JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')) as { version: string }).version;
+}

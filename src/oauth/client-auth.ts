@@ -2,6 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import { timingSafeEqual } from 'node:crypto';
 import type { Database } from '../db/connect.js';
 import type { ClientKind, ClientType } from '../db/schema.js';
+import type { Clock } from '../lib/clock.js';
 import { sha256 } from '../lib/random.js';
 import { findClient } from '../repositories/clients.js';
 import { invalidClient, invalidRequest } from './errors.js';
@@ -55,6 +56,9 @@ export const CLIENT_ID_SYNTAX = /^[\x20-\x7e]{1,128}$/;
 
 interface RegisteredClient extends Client {
   secretHash: Buffer | null;
+  /** The secret a rotation replaced, still accepted until `previousSecretUntil` (epoch ms). */
+  previousSecretHash: Buffer | null;
+  previousSecretUntil: number;
 }
 
 /**
@@ -69,6 +73,8 @@ export class ClientDirectory {
 
   constructor(
     private readonly db: Database,
+    /** Ends a rotated secret's grace period. */
+    readonly clock: Clock,
     private readonly capacity = 10_000,
   ) {}
 
@@ -91,6 +97,8 @@ export class ClientDirectory {
       allowedScopes: row.allowed_scopes,
       mayIntrospect: row.introspection_allowed,
       secretHash: row.secret_hash ? Buffer.from(row.secret_hash) : null,
+      previousSecretHash: row.previous_secret_hash ? Buffer.from(row.previous_secret_hash) : null,
+      previousSecretUntil: row.previous_secret_expires_at?.getTime() ?? 0,
     };
     if (this.#cache.size >= this.capacity) this.#cache.delete(this.#cache.keys().next().value as string);
     this.#cache.set(client.clientId, client);
@@ -113,11 +121,18 @@ function presentedCredentials(credentials: ClientCredentials): { id: string; sec
   throw invalidClient('client authentication is required: HTTP Basic for confidential clients, client_id for public clients');
 }
 
-/** Secrets are compared by their SHA-256 hash, in constant time. */
-function verifySecret(client: RegisteredClient, secret: string | undefined): void {
+/**
+ * Secrets are compared by their SHA-256 hash, in constant time; after a rotation, the replaced
+ * secret is accepted until its grace period ends. Both comparisons always run, so the time taken
+ * does not tell which secret matched.
+ */
+function verifySecret(client: RegisteredClient, secret: string | undefined, now: number): void {
   if (client.type === 'confidential') {
     if (secret === undefined) throw invalidClient('this client is confidential and must authenticate with HTTP Basic');
-    if (!client.secretHash || !timingSafeEqual(client.secretHash, sha256(secret))) throw invalidClient('client authentication failed');
+    const presented = sha256(secret);
+    const current = client.secretHash !== null && timingSafeEqual(client.secretHash, presented);
+    const previous = client.previousSecretHash !== null && timingSafeEqual(client.previousSecretHash, presented);
+    if (!current && !(previous && now < client.previousSecretUntil)) throw invalidClient('client authentication failed');
   } else if (secret !== undefined) {
     throw invalidClient('this client is public and has no secret');
   }
@@ -144,7 +159,7 @@ export async function authenticateClient(clients: ClientDirectory, credentials: 
   const { id, secret } = presentedCredentials(credentials);
   const client = await clients.find(id);
   if (!client) throw invalidClient('unknown client');
-  verifySecret(client, secret);
+  verifySecret(client, secret, clients.clock.now().getTime());
   if (client.disabled) throw invalidClient(DISABLED_APP);
   return publicView(client);
 }
@@ -157,7 +172,7 @@ export async function identifyClient(clients: ClientDirectory, credentials: Clie
   const { id, secret } = presentedCredentials(credentials);
   const client = await clients.findStatic(id);
   if (!client) throw invalidClient('unknown client');
-  verifySecret(client, secret);
+  verifySecret(client, secret, clients.clock.now().getTime());
   return publicView(client);
 }
 

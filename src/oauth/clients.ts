@@ -3,17 +3,29 @@ import type { Database } from '../db/connect.js';
 import type { ClientKind, ClientType } from '../db/schema.js';
 import { MAX_PAGE_SIZE } from '../lib/paging.js';
 import { randomToken, sha256 } from '../lib/random.js';
-import { findClient, insertClient, listClients } from '../repositories/clients.js';
+import {
+  deleteClientRow,
+  findClient,
+  insertClient,
+  listClients,
+  replaceClientSecret,
+  setClientDisabledAt,
+  updateClientFields,
+} from '../repositories/clients.js';
 import { SUPPORTED_SCOPES } from './scopes.js';
+import { storedText } from '../lib/stored-text.js';
 
 export const CLIENT_SECRET_PREFIX = 'dacs_';
 
+const clientName = storedText.trim().min(1).max(100);
+const clientScopes = z.array(z.enum(SUPPORTED_SCOPES)).min(1).max(SUPPORTED_SCOPES.length * 4);
+
 export const newClientSchema = z
   .object({
-    name: z.string().trim().min(1).max(100),
+    name: clientName,
     kind: z.enum(['tv', 'bot', 'web']),
     type: z.enum(['public', 'confidential']),
-    scopes: z.array(z.enum(SUPPORTED_SCOPES)).min(1),
+    scopes: clientScopes.default([...SUPPORTED_SCOPES]),
     /** RFC 7662 §2.1: registered as a resource server. Defaults to true exactly for a confidential web app. */
     introspection: z.boolean().optional(),
   })
@@ -88,4 +100,73 @@ export async function clientPage(db: Database, page: { after?: string | undefine
 export async function showClient(db: Database, clientId: string): Promise<ClientView | undefined> {
   const row = await findClient(db, clientId);
   return row ? toClientView(row) : undefined;
+}
+
+export const clientChangesSchema = z
+  .object({
+    name: clientName.optional(),
+    scopes: clientScopes.optional(),
+    introspection: z.boolean().optional(),
+  })
+  .strict();
+
+export type ClientChanges = z.input<typeof clientChangesSchema>;
+
+export type ClientChangeOutcome = { kind: 'changed'; client: ClientView } | { kind: 'not_found' } | { kind: 'refused'; reason: string };
+
+/**
+ * A new name, scope set or introspection permission. Tokens already issued keep the scopes they
+ * were granted (they end with their chain); new requests are held to the new set at once, on
+ * every instance (the clients row's change is announced to every process's ClientDirectory).
+ */
+export async function changeClient(db: Database, clientId: string, changes: ClientChanges): Promise<ClientChangeOutcome> {
+  const valid = clientChangesSchema.parse(changes);
+  const current = await findClient(db, clientId);
+  if (!current) return { kind: 'not_found' };
+  if (valid.introspection && !isResourceServerShape(current)) {
+    return { kind: 'refused', reason: 'only a confidential web app can be a resource server that introspects tokens' };
+  }
+  const row = await updateClientFields(db, clientId, {
+    ...(valid.name !== undefined && { name: valid.name }),
+    ...(valid.scopes !== undefined && { allowed_scopes: [...new Set(valid.scopes)] }),
+    ...(valid.introspection !== undefined && { introspection_allowed: valid.introspection }),
+  });
+  return row ? { kind: 'changed', client: toClientView(row) } : { kind: 'not_found' };
+}
+
+/** Whether the client was found. A disabled app is refused on every path at its next request. */
+export async function setClientDisabled(db: Database, clientId: string, disabled: boolean, now: Date): Promise<boolean> {
+  return setClientDisabledAt(db, clientId, disabled ? now : null);
+}
+
+/** At most a week: a longer overlap is not a rotation. */
+export const MAX_SECRET_GRACE_SECONDS = 7 * 86400;
+
+export type SecretRotation =
+  | { kind: 'rotated'; client_id: string; client_secret: string; previous_secret_expires_at: string | null }
+  | { kind: 'not_found' }
+  | { kind: 'public_client' };
+
+/**
+ * A new secret, shown once. With `graceSeconds` > 0 the replaced secret keeps working until then,
+ * so the app's instances can be moved one by one; with 0 it stops at once. A rotation during a
+ * grace period ends the older secret: only the one just replaced overlaps.
+ */
+export async function rotateClientSecret(db: Database, clientId: string, graceSeconds: number, now: Date): Promise<SecretRotation> {
+  const grace = z.number().int().min(0).max(MAX_SECRET_GRACE_SECONDS).parse(graceSeconds);
+  const secret = `${CLIENT_SECRET_PREFIX}${randomToken(32)}`;
+  const previousUntil = grace > 0 ? new Date(now.getTime() + grace * 1000) : null;
+  const row = await replaceClientSecret(db, clientId, sha256(secret), previousUntil);
+  if (!row) return (await findClient(db, clientId)) ? { kind: 'public_client' } : { kind: 'not_found' };
+  return {
+    kind: 'rotated',
+    client_id: row.client_id,
+    client_secret: secret,
+    previous_secret_expires_at: row.previous_secret_expires_at?.toISOString() ?? null,
+  };
+}
+
+/** Deletes the app and, with it, every chain, token and pending request it has. */
+export async function deleteClient(db: Database, clientId: string): Promise<boolean> {
+  return deleteClientRow(db, clientId);
 }

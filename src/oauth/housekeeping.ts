@@ -48,3 +48,105 @@ export async function purgeExpired(db: Database, now: Date, options: PurgeOption
     rateLimitCounters: await inBatches(() => deleteStaleRateLimitCounters(db, ago(RATE_LIMIT_COUNTER_RETENTION_SECONDS), size), options),
   };
 }
+
+export interface HousekeepingRun {
+  started_at: string;
+  finished_at: string;
+  outcome: 'done' | 'failed';
+  purged: PurgeCounts | null;
+  /** Why it failed; never a stack. */
+  error: string | null;
+}
+
+export interface HousekeepingHealth {
+  /** False when the periodic purge is off (PURGE_INTERVAL=0) in this process. */
+  scheduled: boolean;
+  interval_seconds: number;
+  running: boolean;
+  last_run: HousekeepingRun | null;
+  last_success_at: string | null;
+  consecutive_failures: number;
+  /** The last run succeeded (or none was due yet). */
+  healthy: boolean;
+}
+
+/**
+ * The purge of one process: periodic when scheduled, on demand from the admin API. Only one run
+ * at a time: a request during a run waits for it and gets its result.
+ */
+export class Housekeeping {
+  #running: Promise<PurgeCounts> | null = null;
+  #lastRun: HousekeepingRun | null = null;
+  #lastSuccessAt: string | null = null;
+  #failures = 0;
+  #timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly db: Database,
+    private readonly clock: { now(): Date },
+    private readonly options: PurgeOptions,
+    private readonly intervalSeconds: number,
+    private readonly onRun: (run: HousekeepingRun, error?: unknown) => void = () => {},
+  ) {}
+
+  /** Runs now, or joins the run in progress. Rejects when the run fails. */
+  run(): Promise<PurgeCounts> {
+    if (this.#running) return this.#running;
+    const startedAt = this.clock.now();
+    const finish = (purged: PurgeCounts | null, error: unknown) => {
+      const failed = error !== undefined;
+      this.#lastRun = {
+        started_at: startedAt.toISOString(),
+        finished_at: this.clock.now().toISOString(),
+        outcome: failed ? 'failed' : 'done',
+        purged,
+        error: failed ? String(error instanceof Error ? error.message : error).slice(0, 300) : null,
+      };
+      if (failed) this.#failures += 1;
+      else {
+        this.#failures = 0;
+        this.#lastSuccessAt = this.#lastRun.finished_at;
+      }
+      this.onRun(this.#lastRun, error);
+    };
+    this.#running = purgeExpired(this.db, startedAt, this.options)
+      .then(
+        (purged) => {
+          finish(purged, undefined);
+          return purged;
+        },
+        (error: unknown) => {
+          finish(null, error);
+          throw error;
+        },
+      )
+      .finally(() => (this.#running = null));
+    return this.#running;
+  }
+
+  /** Every interval; a failed run is recorded and retried at the next tick. */
+  schedule(): void {
+    if (this.intervalSeconds === 0 || this.#timer) return;
+    this.#timer = setInterval(() => {
+      if (!this.#running) this.run().catch(() => {});
+    }, this.intervalSeconds * 1000);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+  }
+
+  health(): HousekeepingHealth {
+    return {
+      scheduled: this.#timer !== null,
+      interval_seconds: this.intervalSeconds,
+      running: this.#running !== null,
+      last_run: this.#lastRun,
+      last_success_at: this.#lastSuccessAt,
+      consecutive_failures: this.#failures,
+      healthy: this.#failures === 0,
+    };
+  }
+}

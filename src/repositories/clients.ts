@@ -26,3 +26,37 @@ export async function listClients(db: Database, page: { after?: string | undefin
   if (page.after !== undefined) query = query.where('client_id', '>', page.after);
   return query.execute();
 }
+
+/** The changed client's row, or undefined when there is no such client. */
+export async function updateClientFields(
+  db: Database,
+  clientId: string,
+  fields: { name?: string; allowed_scopes?: string[]; introspection_allowed?: boolean },
+) {
+  return db.updateTable('clients').set(fields).where('client_id', '=', clientId).returningAll().executeTakeFirst();
+}
+
+/**
+ * Replaces a confidential client's secret in one statement. With a grace period, the replaced
+ * hash is kept until `previousUntil`; without one (null), any earlier secret stops at once.
+ * Undefined when no confidential client has that id.
+ */
+export async function replaceClientSecret(db: Database, clientId: string, secretHash: Uint8Array, previousUntil: Date | null) {
+  return db
+    .updateTable('clients')
+    .set((eb) => ({
+      secret_hash: secretHash,
+      previous_secret_hash: previousUntil === null ? null : eb.ref('secret_hash'),
+      previous_secret_expires_at: previousUntil,
+    }))
+    .where('client_id', '=', clientId)
+    .where('type', '=', 'confidential')
+    .returning(['client_id', 'previous_secret_expires_at'])
+    .executeTakeFirst();
+}
+
+/** Deletes the client; its chains, tokens, events and pending requests go with it (cascades). */
+export async function deleteClientRow(db: Database, clientId: string): Promise<boolean> {
+  const result = await db.deleteFrom('clients').where('client_id', '=', clientId).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}

@@ -49,3 +49,9 @@ export async function listUsers(db: Database, page: { search?: string | undefine
   }
   return query.execute();
 }
+
+/** Deletes the user; sessions, chains, tokens, events and requests go with it (cascades). */
+export async function deleteUserRow(db: Database, userId: string): Promise<boolean> {
+  const result = await db.deleteFrom('users').where('user_id', '=', userId).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}

@@ -68,7 +68,7 @@ function secondServer(dataDir: string): Promise<{ code: number | null; output: s
 }
 
 describe('one owner per embedded database', () => {
-  it('a second server and a CLI command on a DATA_DIR a server holds are refused, naming the folder and the holder, having written nothing', async () => {
+  it('a second server, and a CLI command that would open the database itself, on a DATA_DIR a server holds are refused, naming the folder and the holder, having written nothing', async () => {
     const dataDir = tempDataDir();
     const first = await startServerProcess({ DATA_DIR: dataDir }, PROCESS_BOUND_MS);
     try {
@@ -77,13 +77,12 @@ describe('one owner per embedded database', () => {
       expect(second.code).not.toBe(0);
       expect(second.output).toContain(`the embedded database in ${dataDir} is in use by process ${first.child.pid}`);
 
-      const cli = await runProgram(['user', 'create', '--email', 'late@example.test', '--password-env', 'NEW_PASSWORD'], {
-        DATA_DIR: dataDir,
-        NEW_PASSWORD: 'a long enough password',
-      });
-      expect(cli.code).not.toBe(0);
-      expect(cli.stderr).toContain(`the embedded database in ${dataDir} is in use by process ${first.child.pid}`);
+      // A command that opens the database itself is refused the same way...
+      const migrate = await runProgram(['migrate'], { DATA_DIR: dataDir });
+      expect(migrate.code).not.toBe(0);
+      expect(migrate.stderr).toContain(`the embedded database in ${dataDir} is in use by process ${first.child.pid}`);
       expect(snapshot(dataDir)).toEqual(before);
+      // ...while the others go through the running server's admin socket (test/cli/server-running.test.ts).
       // The first is untouched and still serves.
       expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
       expect(JSON.parse(readFileSync(path.join(dataDir, 'device-auth.lock'), 'utf8')).pid).toBe(first.child.pid);

@@ -1,0 +1,33 @@
+import type { Deps } from '../../deps.js';
+import type { AdminApp } from './types.js';
+import { housekeepingHealth, problems, purged } from './schemas.js';
+
+export function adminHousekeepingRoutes(app: AdminApp, deps: Deps): void {
+  app.post(
+    '/admin/purge',
+    {
+      schema: {
+        tags: ['housekeeping'],
+        summary: 'Delete expired requests, sessions, tokens and long-ended chains now (joins a run in progress)',
+        response: { 200: purged, ...problems },
+      },
+    },
+    async (request) => {
+      const counts = await deps.housekeeping.run();
+      request.audit = { action: 'purge', target: 'expired state', details: counts };
+      return counts;
+    },
+  );
+
+  app.get(
+    '/admin/housekeeping',
+    {
+      schema: {
+        tags: ['housekeeping'],
+        summary: 'The periodic purge of this process: its last run, failures in a row, whether it is healthy',
+        response: { 200: housekeepingHealth, ...problems },
+      },
+    },
+    async () => deps.housekeeping.health(),
+  );
+}

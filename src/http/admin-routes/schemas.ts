@@ -1,0 +1,121 @@
+import { z } from 'zod';
+import { MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE } from '../../lib/paging.js';
+import { CLIENT_ID_SYNTAX } from '../../oauth/client-auth.js';
+
+/** The admin API's shapes: they validate what comes in, shape what goes out, and are its OpenAPI document. */
+
+export const pageQuery = {
+  limit: z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).default(DEFAULT_PAGE_SIZE).describe(`1 to ${MAX_PAGE_SIZE}`),
+};
+
+export const page = <T extends z.ZodType>(item: T) =>
+  z.object({
+    items: z.array(item),
+    next_after: z.string().nullable().describe('pass as `after` for the next page; null on the last page'),
+  });
+
+export const clientIdParam = z.object({ clientId: z.string().regex(CLIENT_ID_SYNTAX, 'not a client id') });
+export const emailParam = z.object({ email: z.string().min(1).max(254) });
+
+export const clientView = z.object({
+  client_id: z.string(),
+  name: z.string(),
+  kind: z.enum(['tv', 'bot', 'web']),
+  type: z.enum(['public', 'confidential']),
+  scopes: z.array(z.string()),
+  introspection: z.boolean(),
+  created_at: z.string(),
+  disabled: z.boolean(),
+});
+
+export const createdClient = z.object({
+  client_id: z.string(),
+  client_secret: z.string().nullable().describe('shown once; null for a public client'),
+  introspection: z.boolean(),
+});
+
+export const rotatedSecret = z.object({
+  client_id: z.string(),
+  client_secret: z.string().describe('shown once'),
+  previous_secret_expires_at: z.string().nullable().describe('until when the replaced secret still works; null: it stopped at once'),
+});
+
+export const clientState = z.object({ client_id: z.string(), disabled: z.boolean() });
+export const deleted = z.object({ deleted: z.literal(true) });
+
+export const userView = z.object({
+  user_id: z.string(),
+  email: z.string(),
+  name: z.string().nullable(),
+  created_at: z.string(),
+  banned: z.boolean(),
+});
+
+export const deviceView = z.object({
+  link_id: z.string(),
+  client_id: z.string(),
+  app: z.string(),
+  platform_name: z.string().nullable().describe('what the device said about itself, unverified'),
+  platform_description: z.string().nullable(),
+  signed_in_at: z.string(),
+  last_used_at: z.string(),
+});
+
+export const connectedAppView = z.object({
+  client_id: z.string(),
+  app: z.string(),
+  kind: z.string(),
+  devices: z.number().int().nullable(),
+  last_used_at: z.string(),
+});
+
+export const eventView = z.object({
+  event_id: z.string(),
+  at: z.string(),
+  event: z.string(),
+  reason: z.string().nullable(),
+  link_id: z.string(),
+  user_id: z.string(),
+  client_id: z.string(),
+  app: z.string(),
+  client_ip: z.string().nullable(),
+});
+
+const purgedCounts = z.object({
+  deviceRequests: z.number(),
+  browserSessions: z.number(),
+  accessTokens: z.number(),
+  links: z.number(),
+  rateLimitCounters: z.number(),
+});
+export const purged = purgedCounts;
+
+export const housekeepingHealth = z.object({
+  scheduled: z.boolean(),
+  interval_seconds: z.number(),
+  running: z.boolean(),
+  last_run: z
+    .object({
+      started_at: z.string(),
+      finished_at: z.string(),
+      outcome: z.enum(['done', 'failed']),
+      purged: purgedCounts.nullable(),
+      error: z.string().nullable(),
+    })
+    .nullable(),
+  last_success_at: z.string().nullable(),
+  consecutive_failures: z.number(),
+  healthy: z.boolean(),
+});
+
+export const problem = z
+  .object({ type: z.string(), title: z.string(), status: z.number(), detail: z.string() })
+  .describe('RFC 9457 problem details (application/problem+json)');
+
+/** The answers every admin route may give besides its own. */
+export const problems = { 400: problem, 401: problem, 404: problem, 409: problem, 503: problem };
+
+/** The next page's cursor: the last item's key when the page is full. */
+export function nextAfter<T>(items: T[], limit: number, key: (item: T) => string): string | null {
+  return items.length === limit && items.length > 0 ? key(items[items.length - 1]!) : null;
+}
