@@ -1,0 +1,82 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createCliTarget, runProgram, type CliTarget } from '../helpers/cli.js';
+
+/**
+ * Issue 19 §3: the commands added with the admin API, run as the real program with no server
+ * running (the CLI's in-process admin API on the database). With a server running the same routes
+ * answer through its socket or ADMIN_URL (test/cli/five-minute-flow.test.ts).
+ */
+
+vi.setConfig({ testTimeout: 180_000, hookTimeout: 120_000 });
+
+let target: CliTarget;
+const cli = (args: string[], stdin = '') => runProgram(args, target.env, 120_000, stdin);
+const json = (stdout: string) => JSON.parse(stdout) as Record<string, any>;
+
+beforeAll(async () => {
+  target = await createCliTarget();
+});
+afterAll(() => target.cleanup());
+
+describe('client and user commands through the admin API', () => {
+  it('client update, rotate-secret (with --grace), delete; each names an unknown client', async () => {
+    const created = json((await cli(['client', 'create', '--name', 'Hall Bot', '--kind', 'bot', '--type', 'confidential'])).stdout);
+    const updated = await cli(['client', 'update', created.client_id, '--name', 'Hallway Bot', '--scope', 'openid profile']);
+    expect(updated.code, updated.stderr).toBe(0);
+    expect(json(updated.stdout)).toMatchObject({ client_id: created.client_id, name: 'Hallway Bot', scopes: ['openid', 'profile'] });
+    expect((await cli(['client', 'update', created.client_id])).stderr).toContain('nothing to change');
+
+    const rotated = await cli(['client', 'rotate-secret', created.client_id, '--grace', '300']);
+    expect(rotated.code, rotated.stderr).toBe(0);
+    expect(json(rotated.stdout)).toMatchObject({ client_id: created.client_id, client_secret: expect.stringMatching(/^dacs_/), previous_secret_expires_at: expect.any(String) });
+    expect(json(rotated.stdout).client_secret).not.toBe(created.client_secret);
+    const badGrace = await cli(['client', 'rotate-secret', created.client_id, '--grace', 'soon']);
+    expect(badGrace.code).toBe(2);
+    expect(badGrace.stderr).toContain('--grace must be a whole number of seconds');
+
+    const deleted = await cli(['client', 'delete', created.client_id]);
+    expect(json(deleted.stdout)).toEqual({ deleted: true });
+    for (const sub of ['show', 'delete', 'disable']) {
+      const res = await cli(['client', sub, created.client_id]);
+      expect(res.code).toBe(2);
+      expect(res.stderr).toContain(`no client ${created.client_id}: see \`device-auth client list\``);
+    }
+  });
+
+  it('a public client has no secret to rotate', async () => {
+    const tv = json((await cli(['client', 'create', '--name', 'Hall TV', '--kind', 'tv', '--type', 'public'])).stdout);
+    const res = await cli(['client', 'rotate-secret', tv.client_id]);
+    expect(res.code).toBe(2);
+    expect(res.stderr).toContain('is a public client: it has no secret to rotate');
+  });
+
+  it('user create twice says to use user show; devices and apps list nothing yet; sign-out and remove-access name what is missing; delete', async () => {
+    expect((await cli(['user', 'create', '--email', 'hall@example.test', '--name', 'Hall'], 'a long enough password\n')).code).toBe(0);
+    const again = await cli(['user', 'create', '--email', 'HALL@example.test'], 'a long enough password\n');
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain('a user with this email exists: use `device-auth user show hall@example.test`');
+    for (const sub of ['devices', 'apps']) {
+      const res = await cli(['user', sub, 'hall@example.test']);
+      expect(res.code, res.stderr).toBe(0);
+      expect(res.stdout).toBe('');
+    }
+    const signOut = await cli(['user', 'sign-out', 'hall@example.test', '00000000-0000-4000-8000-000000000000']);
+    expect(signOut.code).toBe(2);
+    expect(signOut.stderr).toContain('no signed-in device');
+    expect((await cli(['user', 'remove-access', 'hall@example.test'])).stderr).toContain('expected EMAIL and CLIENT_ID');
+    expect(json((await cli(['user', 'delete', 'hall@example.test'])).stdout)).toEqual({ deleted: true });
+    const gone = await cli(['user', 'show', 'hall@example.test']);
+    expect(gone.stderr).toContain('no user hall@example.test');
+  });
+
+  it('events by client and since; purge; housekeeping', async () => {
+    const events = await cli(['events', '--since', '2026-01-01T00:00:00Z']);
+    expect(events.code, events.stderr).toBe(0);
+    expect((await cli(['events', '--client', 'tv_nothing'])).stderr).toContain('no client tv_nothing');
+    expect((await cli(['events', '--since', 'yesterday'])).code).toBe(2);
+    const purged = await cli(['purge']);
+    expect(Object.keys(json(purged.stdout)).sort()).toEqual(['accessTokens', 'browserSessions', 'deviceRequests', 'links', 'rateLimitCounters']);
+    // No server runs here: the in-process API's housekeeping is not scheduled.
+    expect(json((await cli(['housekeeping'])).stdout)).toMatchObject({ scheduled: false, consecutive_failures: 0 });
+  });
+});
