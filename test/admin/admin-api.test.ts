@@ -81,6 +81,20 @@ describe('who may use the admin API', () => {
     expect((await call('GET', '/admin/users/sneaky@example.test')).status).toBe(404);
   });
 
+  it('every route in the OpenAPI document refuses a request without the token, before validating anything', async () => {
+    const doc = (await call('GET', '/admin/openapi.json')).body as { paths: Record<string, Record<string, unknown>> };
+    let checked = 0;
+    for (const [template, operations] of Object.entries(doc.paths)) {
+      const url = template.replace('{clientId}', 'tv_x').replace('{email}', 'a%40example.test').replace('{linkId}', '00000000-0000-4000-8000-000000000000');
+      for (const method of Object.keys(operations)) {
+        const res = await raw({ path: url, method: method.toUpperCase(), headers: { 'content-type': 'application/json' }, ...(method !== 'get' && { body: '{}' }) });
+        expect(res.status, `${method} ${url}`).toBe(401);
+        checked += 1;
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(21);
+  });
+
   it('the TCP listener refuses to exist without ADMIN_TOKEN', async () => {
     const tokenless: Deps = { ...t.deps, config: { ...t.deps.config, admin: { ...t.deps.config.admin, token: undefined } } };
     await expect(buildAdminApp(tokenless, { listener: 'tcp', logger: false })).rejects.toThrow(/ADMIN_TOKEN/);
