@@ -72,6 +72,9 @@ export interface DeviceLinksTable {
   expires_at: Timestamp;
   revoked_at: Timestamp | null;
   revoked_reason: string | null;
+  /** The device's address when it asked for its code, and at its latest token request. */
+  signed_in_ip: string | null;
+  last_used_ip: string | null;
   /** SHA-256 of the chain's one current refresh token; null for chains without refresh tokens. */
   current_refresh_hash: Uint8Array | null;
 }
@@ -98,6 +101,10 @@ export interface DeviceRequestsTable {
   auth_time: Timestamp | null;
   decided_at: Timestamp | null;
   link_id: string | null;
+  /** Where the request came from (through TRUST_PROXY), kept as long as the request. */
+  requester_ip: string | null;
+  /** Bounded to USER_AGENT_MAX characters. */
+  requester_user_agent: string | null;
 }
 
 export interface RefreshTokensTable {

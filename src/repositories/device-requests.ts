@@ -19,17 +19,20 @@ type DeviceRequestValues = Pick<
   | 'interval_seconds'
   | 'created_at'
   | 'expires_at'
+  | 'requester_ip'
+  | 'requester_user_agent'
 >;
 
 const insertDeviceRequestStatement = compiledOnce<{ request_id: string }, DeviceRequestValues>(
   (r) => sql`
     INSERT INTO device_requests (device_code_hash, user_code_hmac, client_id, scopes, platform_name,
                                  platform_description, platform_icon, phrase, phrase_choices,
-                                 interval_seconds, created_at, expires_at)
+                                 interval_seconds, created_at, expires_at, requester_ip, requester_user_agent)
     SELECT ${r.device_code_hash}, ${r.user_code_hmac}, c.client_id, ${r.scopes}::text[],
            ${r.platform_name}::text, ${r.platform_description}::text,
            ${r.platform_icon}::text, ${r.phrase}::text, ${r.phrase_choices}::text[],
-           ${r.interval_seconds}::integer, ${r.created_at}::timestamptz, ${r.expires_at}::timestamptz
+           ${r.interval_seconds}::integer, ${r.created_at}::timestamptz, ${r.expires_at}::timestamptz,
+           ${r.requester_ip}::text, ${r.requester_user_agent}::text
     FROM clients c
     WHERE c.client_id = ${r.client_id} AND c.disabled_at IS NULL
     -- A user code names one request while the request is kept, whatever its status.
@@ -115,7 +118,7 @@ export async function redeemApprovedRequest(db: Database, requestId: string, now
     .where('request_id', '=', requestId)
     .where('status', '=', 'approved')
     .where('expires_at', '>', now)
-    .returning(['request_id', 'user_id', 'client_id', 'scopes', 'platform_name', 'platform_description', 'platform_icon', 'auth_time'])
+    .returning(['request_id', 'user_id', 'client_id', 'scopes', 'platform_name', 'platform_description', 'platform_icon', 'auth_time', 'requester_ip'])
     .executeTakeFirst();
 }
 

@@ -67,7 +67,7 @@ const rotateStatement = compiledOnce<RotationOutcome, RotationInput>(
     ),
     rotated AS (
       UPDATE device_links l
-      SET current_refresh_hash = ${input.refreshHash}, last_used_at = p.at, expires_at = ${input.refreshExpiresAt},
+      SET current_refresh_hash = ${input.refreshHash}, last_used_at = p.at, last_used_ip = ${input.ip}, expires_at = ${input.refreshExpiresAt},
           scopes = coalesce(${input.scopes}::text[], l.scopes)
       FROM presented p
       WHERE l.link_id = p.link_id

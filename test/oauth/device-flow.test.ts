@@ -87,6 +87,8 @@ describe('POST /oauth/device/code (RFC 8628 §3.1, §3.2)', () => {
       interval_seconds: 5,
       created_at: now,
       expires_at: new Date(now.getTime() + 600_000),
+      requester_ip: '127.0.0.1',
+      requester_user_agent: null,
     });
     expect(again).toBe(false);
     // Typed again from the TV's old screen, the code still finds the denied request, not a new one.

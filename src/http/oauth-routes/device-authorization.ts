@@ -34,7 +34,7 @@ export function deviceAuthorizationRoutes(app: FastifyInstance, deps: Deps): voi
       platform_name: form.platform_name,
       platform_description: form.platform_description,
       platform_icon: form.platform_icon,
-    });
+    }, { ip: request.ip, userAgent: request.headers['user-agent'] });
     return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').send(response);
   });
 }

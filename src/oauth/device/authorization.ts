@@ -9,6 +9,21 @@ import { generatePhraseChoices } from './phrases.js';
 import { validatePlatformIcon, validatePlatformText } from './platform-text.js';
 import { generateUserCode, userCodeHmac } from './user-code.js';
 
+/** Where a request came from: kept with the request, shown to the user who is asked to approve it. */
+export interface RequestOrigin {
+  ip: string;
+  userAgent: string | undefined;
+}
+
+/** Enough to recognise a device's software; the rest of a long header says nothing more. */
+export const USER_AGENT_MAX = 256;
+
+/** A header value as stored: control characters (never shown) dropped, bounded. */
+export function storedUserAgent(header: string | undefined): string | null {
+  const text = header?.replace(/[\u0000-\u001f\u007f-\u009f]/g, '').trim().slice(0, USER_AGENT_MAX);
+  return text ? text : null;
+}
+
 export interface DeviceAuthorizationInput {
   scope: string[] | undefined;
   platform_name?: string | undefined;
@@ -37,6 +52,7 @@ export async function requestDeviceAuthorization(
   deps: Deps,
   client: Client,
   input: DeviceAuthorizationInput,
+  origin: RequestOrigin,
 ): Promise<DeviceAuthorizationResponse> {
   const scopes = grantableScopes(input.scope, client.allowedScopes);
   const platform = {
@@ -62,6 +78,8 @@ export async function requestDeviceAuthorization(
       interval_seconds: config.devicePollInterval,
       created_at: now,
       expires_at: addSeconds(now, config.deviceCodeTtl),
+      requester_ip: origin.ip,
+      requester_user_agent: storedUserAgent(origin.userAgent),
     });
     if (!stored) {
       // Disabled since it was identified, or the user code is taken: only the first needs a look.

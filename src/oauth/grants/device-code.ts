@@ -74,6 +74,8 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       auth_time: redeemed.auth_time,
       created_at: now,
       last_used_at: now,
+      signed_in_ip: redeemed.requester_ip,
+      last_used_ip: context.ip,
       expires_at: addSeconds(now, withRefresh ? deps.config.refreshTokenTtl : deps.config.accessTokenTtl),
       current_refresh_hash: tokens.refresh?.hash ?? null,
     });
