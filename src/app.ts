@@ -9,6 +9,7 @@ import type { Deps } from './deps.js';
 import { loggerOptions } from './lib/logging.js';
 import { viewsFolder } from './lib/paths.js';
 import { healthRoutes } from './http/health-routes.js';
+import { readServiceLogo } from './http/service-logo.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
@@ -18,6 +19,7 @@ import { registerCsrfCheck } from './http/plugins/csrf.js';
 import { registerSessions } from './http/plugins/session.js';
 import { accountRoutes } from './http/page-routes/account.js';
 import { activateRoutes } from './http/page-routes/activate.js';
+import { homeRoutes } from './http/page-routes/home.js';
 import { signInRoutes } from './http/page-routes/sign-in.js';
 import { deviceAuthorizationRoutes } from './http/oauth-routes/device-authorization.js';
 import { discoveryRoutes } from './http/oauth-routes/discovery.js';
@@ -76,7 +78,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   await app.register(view, {
     engine: { eta: new Eta({ views: viewsFolder, cache: true, autoEscape: true }) },
     templates: viewsFolder,
-    defaultContext: { issuer: deps.config.issuer },
+    defaultContext: { issuer: deps.config.issuer, serviceName: deps.config.serviceName, serviceLogo: deps.config.serviceLogoUrl ?? null },
   });
   registerErrorHandler(app);
   registerGracefulClose(app);
@@ -85,6 +87,16 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   app.get('/static/style.css', async (_request, reply) =>
     reply.type('text/css; charset=utf-8').header('Cache-Control', 'public, max-age=3600').send(stylesheet),
   );
+  if (deps.config.serviceLogoFile) {
+    const logo = readServiceLogo(deps.config.serviceLogoFile);
+    app.get('/static/logo', async (_request, reply) =>
+      reply
+        .type(logo.contentType)
+        .header('Cache-Control', 'public, max-age=3600')
+        .header('Content-Security-Policy', "default-src 'none'; sandbox")
+        .send(logo.bytes),
+    );
+  }
 
   metricsRoutes(app, deps);
   healthRoutes(app, deps);
@@ -101,6 +113,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     await pages.register(cookie);
     registerSessions(pages, deps);
     registerCsrfCheck(pages);
+    homeRoutes(pages);
     signInRoutes(pages, deps);
     activateRoutes(pages, deps);
     accountRoutes(pages, deps);

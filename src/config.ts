@@ -77,6 +77,18 @@ const schema = z
     PASSWORD_CHECKS_QUEUED: z.coerce.number().int().min(0).max(1000).default(16),
     PASSWORD_CHECKS_PER_IP: z.coerce.number().int().min(1).max(64).default(2),
     TRUST_PROXY: z.string().default('false'),
+    SERVICE_NAME: z
+      .string()
+      .trim()
+      .min(1)
+      .max(60)
+      .regex(/^[^\u0000-\u001f\u007f-\u009f]+$/, 'must not contain control characters')
+      .default('device-auth'),
+    SERVICE_LOGO_URL: z
+      .string()
+      .regex(/^\/(?!\/)[\x21-\x7e]*$/, 'must be a path on this server, like /static/logo.png (pages load nothing from other hosts)')
+      .optional(),
+    SERVICE_LOGO_FILE: z.string().min(1).optional(),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   // The admin API on a TCP port is reachable by whoever can reach the port: never without a token.
@@ -106,6 +118,10 @@ const schema = z
       trustProxy: parseTrustProxy(env.TRUST_PROXY),
       metricsToken: env.METRICS_TOKEN,
       redisUrl: env.REDIS_URL,
+      serviceName: env.SERVICE_NAME,
+      /** A path on our own origin; SERVICE_LOGO_FILE is served at /static/logo and wins. */
+      serviceLogoUrl: env.SERVICE_LOGO_FILE ? '/static/logo' : env.SERVICE_LOGO_URL,
+      serviceLogoFile: env.SERVICE_LOGO_FILE,
       admin: {
         token: env.ADMIN_TOKEN,
         host: env.ADMIN_HOST,

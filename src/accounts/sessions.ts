@@ -10,6 +10,8 @@ import { normaliseEmail } from './users.js';
 
 export interface SignedInUser {
   userId: string;
+  /** Shown on every page ("Signed in as …"), so a user notices being in someone else's account. */
+  email: string;
   /** When the user proved who they are: the auth_time of the tokens they approve. */
   authTime: Date;
 }
@@ -106,7 +108,9 @@ export async function findSession(deps: Deps, cookieValue: string): Promise<Stor
   const row = await findLiveBrowserSession(deps.db, hash, deps.clock.now());
   if (!row) return null;
   const user =
-    row.user_id !== null && row.auth_time !== null && row.banned_at === null ? { userId: row.user_id, authTime: row.auth_time } : null;
+    row.user_id !== null && row.auth_time !== null && row.banned_at === null && row.email !== null
+      ? { userId: row.user_id, email: row.email, authTime: row.auth_time }
+      : null;
   return { kind: 'stored', hash, csrfToken: row.csrf_secret, user };
 }
 
@@ -135,7 +139,7 @@ export async function signIn(
   // Only someone who knows the password learns that the account is banned.
   if (user.banned_at !== null) return { kind: 'banned' };
   const replacing = current?.kind === 'stored' ? current.hash : undefined;
-  const started = await startSession(deps, { userId: user.user_id, authTime: deps.clock.now() }, replacing);
+  const started = await startSession(deps, { userId: user.user_id, email: user.email, authTime: deps.clock.now() }, replacing);
   return { kind: 'signed_in', started };
 }
 

@@ -11,7 +11,7 @@ export async function findLiveBrowserSession(db: Database, sessionHash: Uint8Arr
   return db
     .selectFrom('browser_sessions as s')
     .leftJoin('users as u', 'u.user_id', 's.user_id')
-    .select(['s.session_hash', 's.user_id', 's.csrf_secret', 's.auth_time', 'u.banned_at'])
+    .select(['s.session_hash', 's.user_id', 's.csrf_secret', 's.auth_time', 'u.banned_at', 'u.email'])
     .where('s.session_hash', '=', sessionHash)
     .where('s.expires_at', '>', now)
     .executeTakeFirst();

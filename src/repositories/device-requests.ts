@@ -143,6 +143,7 @@ export async function findDeviceRequestByUserCode(db: Database, userCodeHmac: Ui
     .select([
       sql<string>`d.request_id::text`.as('request_id'),
       'd.status',
+      'd.denied_reason',
       'd.expires_at',
       'd.scopes',
       'd.platform_name',

@@ -49,9 +49,9 @@ async function signedInAtCodeStep(name: string, path = '/activate') {
 }
 
 /** Types the code and waits for the approval step, checking it shows the three phrases as radios. */
-async function reachApproval(page: Page, started: DeviceAuthorizationResponse, name: string) {
+async function reachApproval(page: Page, started: DeviceAuthorizationResponse, name: string, noun: 'device' | 'bot' = 'device') {
   await submitCode(page, started.user_code);
-  await expectVisible(page.getByRole('group', { name: 'Which phrase does your device show?' }));
+  await expectVisible(page.getByRole('group', { name: `Which phrase does your ${noun} show?` }));
   const phrases = await phraseLabels(page);
   expect(phrases).toHaveLength(3);
   expect(phrases).toContain(started.confirmation_phrase);
@@ -86,7 +86,7 @@ describe('a person at the device page', () => {
     expect(await icon.evaluate((img: HTMLImageElement) => img.complete && img.naturalWidth > 0)).toBe(true);
 
     await pickPhraseAndPress(page, started.confirmation_phrase, 'Approve');
-    await expectVisible(page.getByRole('status').getByText('Device connected. You can return to your device.'));
+    await expectVisible(page.getByRole('status').getByText('is now connected to your account. You can close this window and return to your device.'));
     await screenshot(page, 'approve-4-connected');
     await expectTokens(await devicePoll(suite.e2e, suite.tv.clientId, started));
 
@@ -103,7 +103,7 @@ describe('a person at the device page', () => {
     const phrases = await reachApproval(page, started, 'wrong-phrase');
     const decoy = phrases.find((phrase) => phrase !== started.confirmation_phrase)!;
     await pickPhraseAndPress(page, decoy, 'Approve');
-    await expectVisible(page.getByRole('status').getByText('That phrase does not match the one on your device.'));
+    await expectVisible(page.getByRole('status').getByText('That phrase does not match the one on your device'));
     await screenshot(page, 'wrong-phrase-4-cancelled');
     const answer = await devicePoll(suite.e2e, suite.tv.clientId, started);
     expect(answer.json()).toMatchObject({ error: 'access_denied' });
@@ -114,7 +114,7 @@ describe('a person at the device page', () => {
     const started = await startTv();
     await reachApproval(page, started, 'deny');
     await page.getByRole('button', { name: 'Deny', exact: true }).click();
-    await expectVisible(page.getByRole('status').getByText('Request denied.'));
+    await expectVisible(page.getByRole('status').getByText('Nothing was connected'));
     await screenshot(page, 'deny-4-denied');
     const answer = await devicePoll(suite.e2e, suite.tv.clientId, started);
     expect(answer.json()).toMatchObject({ error: 'access_denied' });
@@ -133,7 +133,7 @@ describe('a person at the device page', () => {
     await screenshot(page, 'prefilled-2-code');
     await page.getByRole('button', { name: 'Continue' }).click();
     await pickPhraseAndPress(page, started.confirmation_phrase, 'Approve');
-    await expectVisible(page.getByRole('status').getByText('Device connected.'));
+    await expectVisible(page.getByRole('status').getByText('is now connected to your account.'));
     await expectTokens(await devicePoll(suite.e2e, suite.tv.clientId, started));
   });
 });
@@ -143,10 +143,10 @@ describe('a person connecting a bot', () => {
     const { page } = await signedInAtCodeStep('bot', '/activate/bot');
     await expectHeading(page, 'Connect a bot');
     const started = await startBot();
-    await reachApproval(page, started, 'bot');
+    await reachApproval(page, started, 'bot', 'bot');
     expect(await page.locator('#app-name').innerText()).toBe('Helper Bot');
     await pickPhraseAndPress(page, started.confirmation_phrase, 'Approve');
-    await expectVisible(page.getByRole('status').getByText('Device connected.'));
+    await expectVisible(page.getByRole('status').getByText('is now connected to your account. You can close this window and return to your bot.'));
     await screenshot(page, 'bot-4-connected');
     await expectTokens(await botPoll(started));
   });
@@ -164,7 +164,7 @@ describe('a person connecting a bot', () => {
     expect(await page.getByLabel('Code').inputValue()).toBe(started.user_code);
     await page.getByRole('button', { name: 'Continue' }).click();
     await pickPhraseAndPress(page, started.confirmation_phrase, 'Approve');
-    await expectVisible(page.getByRole('status').getByText('Device connected.'));
+    await expectVisible(page.getByRole('status').getByText('is now connected to your account. You can close this window and return to your bot.'));
     await expectTokens(await botPoll(started));
   });
 });

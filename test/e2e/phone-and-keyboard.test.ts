@@ -120,7 +120,7 @@ describe('by keyboard alone', () => {
     await pressUntil(page, 'Tab', (f) => f.tag === 'button' && f.text === 'Approve');
     await screenshot(page, 'keyboard-3-approval');
     await page.keyboard.press('Enter');
-    await expectVisible(page.getByRole('status').getByText('Device connected.'));
+    await expectVisible(page.getByRole('status').getByText('is now connected to your account.'));
     await screenshot(page, 'keyboard-4-connected');
     await expectTokens(await devicePoll(suite.e2e, suite.tv.clientId, started));
   });

@@ -104,13 +104,36 @@ describe('code step', () => {
     expect(res.body).toContain('That code has expired.');
   });
 
-  it('a used code: a clear message', async () => {
-    const { user_code } = await startTv();
-    const approval = await enterCode(user_code);
-    await decide(approval.body, 'deny', undefined);
-    const res = await enterCode(user_code);
-    expect(res.statusCode).toBe(410);
-    expect(res.body).toContain('That code has already been used.');
+  it('a used, a denied and a cancelled code each say what happened to them', async () => {
+    const used = await startTv();
+    await decide((await enterCode(used.user_code)).body, 'approve', used.confirmation_phrase);
+    const usedAgain = await enterCode(used.user_code);
+    expect(usedAgain.statusCode).toBe(410);
+    expect(usedAgain.body).toContain('That code has already been used.');
+
+    const denied = await startTv();
+    await decide((await enterCode(denied.user_code)).body, 'deny', undefined);
+    expect((await enterCode(denied.user_code)).body).toContain('That request was denied.');
+
+    const cancelled = await startTv();
+    const approval = await enterCode(cancelled.user_code);
+    await decide(approval.body, 'approve', phraseChoices(approval.body).find((p) => p !== cancelled.confirmation_phrase));
+    const cancelledAgain = await enterCode(cancelled.user_code);
+    expect(cancelledAgain.body).toContain('That request was cancelled because a phrase that did not match was picked.');
+    expect(cancelledAgain.body).not.toContain('already been used');
+  });
+
+  it('the code step says how long a code works and what to do when it runs out; it speaks of bots on the bot page', async () => {
+    const device = await browser.get('/activate');
+    expect(device.body).toContain('A code works for 10 minutes after the device shows it; if it runs out, start again on the device to get a new one.');
+    const botPage = await browser.get('/activate/bot');
+    expect(botPage.body).toContain('Enter the code shown on your bot');
+  });
+
+  it('every page says who is signed in, with a way out', async () => {
+    const page = await browser.get('/activate');
+    expect(page.body).toMatch(/Signed in as <strong>user-[^<]+@example\.test<\/strong> · <span>Not you\?<\/span>/);
+    expect(page.body).toContain('<form method="post" action="/signout" class="inline">');
   });
 
   it.each([
@@ -149,6 +172,18 @@ describe('approval step', () => {
     platform_description: 'Kitchen tablet "by the fridge" & <b>friends</b>',
     platform_icon: 'https://icons.example.test/tv.png?size=48&x="onerror="alert(1)',
   };
+
+  it('says how long the code still works and what to do when it runs out; asks a bot\'s owner what their bot shows', async () => {
+    const { user_code } = await startTv();
+    t.clock.advance(4 * 60 + 30);
+    const approval = await enterCode(user_code);
+    expect(approval.body).toMatch(/This code works for 6 more minutes \(until \d+ \w+ \d{4}, \d\d:\d\d UTC\)\. If it runs out, start again on your device to get a new code\./);
+    expect(approval.body).toContain('Which phrase does your device show?');
+    const botFlow = await startBot();
+    const botApproval = await enterCode(botFlow.user_code, '/activate/bot');
+    expect(botApproval.body).toContain('Which phrase does your bot show?');
+    expect(botApproval.body).toContain('on a bot in front of you');
+  });
 
   it('shows the app name, the scopes in plain words and each platform field marked Unverified', async () => {
     const { user_code } = await startTv(platform);
@@ -218,7 +253,8 @@ describe('decision', () => {
     const approval = await enterCode(user_code);
     const res = await decide(approval.body, 'approve', confirmation_phrase);
     expect(res.statusCode).toBe(200);
-    expect(res.body).toContain('Device connected. You can return to your device.');
+    expect(res.body).toContain('<h1>Device connected</h1>');
+    expect(res.body).toContain('<p class="result success" role="status">Living Room TV is now connected to your account. You can close this window and return to your device.</p>');
     const tokens = await devicePoll(device_code);
     expect(tokens.statusCode).toBe(200);
     expect(tokens.json().access_token).toMatch(/^da_at_/);
@@ -241,7 +277,8 @@ describe('decision', () => {
     const approval = await enterCode(user_code, '/activate/bot');
     const res = await decide(approval.body, 'approve', confirmation_phrase, browser, '/activate/bot');
     expect(res.statusCode).toBe(200);
-    expect(res.body).toContain('<h1>Connect a bot</h1>');
+    expect(res.body).toContain('<h1>Bot connected</h1>');
+    expect(res.body).toContain('Helper Bot is now connected to your account. You can close this window and return to your bot.');
     expect((await storedRequest(user_code)).status).toBe('approved');
   });
 
@@ -250,9 +287,8 @@ describe('decision', () => {
     const approval = await enterCode(user_code);
     const decoy = phraseChoices(approval.body).find((phrase) => phrase !== confirmation_phrase);
     const res = await decide(approval.body, 'approve', decoy);
-    expect(res.body).toContain(
-      'That phrase does not match the one on your device. The request has been cancelled for your safety; start again on the device.',
-    );
+    expect(res.body).toContain('<h1>Request cancelled</h1>');
+    expect(res.body).toContain('<p class="result warning" role="status">That phrase does not match the one on your device, so the request has been cancelled for your safety');
     expect((await devicePoll(device_code)).json().error).toBe('access_denied');
   });
 
@@ -261,7 +297,10 @@ describe('decision', () => {
     const approval = await enterCode(user_code);
     const res = await decide(approval.body, 'deny', undefined);
     expect(res.statusCode).toBe(200);
-    expect(res.body).toContain('Request denied.');
+    expect(res.body).toContain('<h1>Request denied</h1>');
+    // A denial is not a success.
+    expect(res.body).toContain('<p class="result neutral" role="status">Nothing was connected: Living Room TV gets no access to your account.');
+    expect(res.body).not.toContain('success');
     expect((await devicePoll(device_code)).json().error).toBe('access_denied');
   });
 

@@ -15,11 +15,13 @@ import {
 } from '../../oauth/device/verification.js';
 import { parsePageForm } from '../form.js';
 import { renderPage } from './render.js';
+import { showTime } from '../../accounts/devices.js';
 import { signInUrl } from './sign-in.js';
 
-const PAGES: Record<ActivationPage, { path: string; title: string }> = {
-  device: { path: '/activate', title: 'Connect a device' },
-  bot: { path: '/activate/bot', title: 'Connect a bot' },
+/** Each page speaks of what it connects: a bot's owner is not setting up a TV. */
+const PAGES: Record<ActivationPage, { path: string; title: string; noun: 'device' | 'bot'; connected: string }> = {
+  device: { path: '/activate', title: 'Connect a device', noun: 'device', connected: 'Device connected' },
+  bot: { path: '/activate/bot', title: 'Connect a bot', noun: 'bot', connected: 'Bot connected' },
 };
 
 /**
@@ -39,20 +41,36 @@ interface CodeStepModel {
   link: { href: string; text: string } | null;
 }
 
-function renderCodeStep(request: FastifyRequest, reply: FastifyReply, page: ActivationPage, model: CodeStepModel, status = 200) {
-  return renderPage(request, reply, 'activate/code.eta', { title: PAGES[page].title, action: PAGES[page].path, ...model }, status);
+function renderCodeStep(deps: Deps, request: FastifyRequest, reply: FastifyReply, page: ActivationPage, model: CodeStepModel, status = 200) {
+  const { title, path, noun } = PAGES[page];
+  return renderPage(
+    request,
+    reply,
+    'activate/code.eta',
+    { title, action: path, noun, codeMinutes: Math.round(deps.config.deviceCodeTtl / 60), ...model },
+    status,
+  );
 }
 
-function refusal(refused: RefusedCode): { status: number; message: string; link: CodeStepModel['link'] } {
+function refusal(page: ActivationPage, refused: RefusedCode): { status: number; message: string; link: CodeStepModel['link'] } {
+  const { noun } = PAGES[page];
   switch (refused.kind) {
     case 'malformed':
-      return { status: 400, message: 'Codes have 8 letters, like BCDF-GHJK. Check the code on your device and try again.', link: null };
+      return { status: 400, message: `Codes have 8 letters, like BCDF-GHJK. Check the code on your ${noun} and try again.`, link: null };
     case 'unknown':
-      return { status: 400, message: 'That code was not found. Check the code on your device and try again.', link: null };
+      return { status: 400, message: `That code was not found. Check the code on your ${noun} and try again.`, link: null };
     case 'expired':
-      return { status: 410, message: 'That code has expired. Start again on your device to get a new code.', link: null };
+      return { status: 410, message: `That code has expired. Start again on your ${noun} to get a new code.`, link: null };
     case 'already_used':
-      return { status: 410, message: 'That code has already been used. Start again on your device to get a new code.', link: null };
+      return { status: 410, message: `That code has already been used. Start again on your ${noun} to get a new code.`, link: null };
+    case 'cancelled':
+      return {
+        status: 410,
+        message: `That request was cancelled because a phrase that did not match was picked. Start again on your ${noun} to get a new code.`,
+        link: null,
+      };
+    case 'denied':
+      return { status: 410, message: `That request was denied. Start again on your ${noun} to get a new code.`, link: null };
     case 'wrong_page': {
       const right = PAGES[refused.rightPage];
       const message =
@@ -64,33 +82,49 @@ function refusal(refused: RefusedCode): { status: number; message: string; link:
   }
 }
 
-function refuseCode(request: FastifyRequest, reply: FastifyReply, page: ActivationPage, typed: string, refused: RefusedCode) {
-  const { status, message, link } = refusal(refused);
-  return renderCodeStep(request, reply, page, { userCode: typed, message, link }, status);
+function refuseCode(deps: Deps, request: FastifyRequest, reply: FastifyReply, page: ActivationPage, typed: string, refused: RefusedCode) {
+  const { status, message, link } = refusal(page, refused);
+  return renderCodeStep(deps, request, reply, page, { userCode: typed, message, link }, status);
 }
 
-function renderApprovalStep(request: FastifyRequest, reply: FastifyReply, page: ActivationPage, pending: PendingRequestView) {
+function renderApprovalStep(deps: Deps, request: FastifyRequest, reply: FastifyReply, page: ActivationPage, pending: PendingRequestView) {
+  const minutesLeft = Math.max(1, Math.ceil((pending.expiresAt.getTime() - deps.clock.now().getTime()) / 60_000));
   return renderPage(request, reply, 'activate/approve.eta', {
     title: PAGES[page].title,
     action: `${PAGES[page].path}/decision`,
+    noun: PAGES[page].noun,
     request: pending,
+    validity: { minutesLeft, until: showTime(pending.expiresAt).text },
   });
 }
 
-const RESULTS: Record<Decision, { status: number; message: string; tone: 'notice' | 'message' }> = {
-  approved: { status: 200, tone: 'notice', message: 'Device connected. You can return to your device.' },
-  denied: { status: 200, tone: 'notice', message: 'Request denied.' },
-  cancelled_wrong_phrase: {
-    status: 200,
-    tone: 'message',
-    message: 'That phrase does not match the one on your device. The request has been cancelled for your safety; start again on the device.',
-  },
-  already_decided: {
-    status: 409,
-    tone: 'message',
-    message: 'This request was already decided and can no longer change. To connect, start again on your device.',
-  },
-};
+/**
+ * What a decision page says. Only a connection is shown as a success; a denial is neutral, a
+ * cancellation and a late second answer are warnings.
+ */
+function result(page: ActivationPage, decision: Decision, appName: string): { status: number; heading: string; message: string; tone: 'success' | 'neutral' | 'warning' } {
+  const { noun, connected } = PAGES[page];
+  switch (decision) {
+    case 'approved':
+      return { status: 200, tone: 'success', heading: connected, message: `${appName} is now connected to your account. You can close this window and return to your ${noun}.` };
+    case 'denied':
+      return { status: 200, tone: 'neutral', heading: 'Request denied', message: `Nothing was connected: ${appName} gets no access to your account. You can close this window.` };
+    case 'cancelled_wrong_phrase':
+      return {
+        status: 200,
+        tone: 'warning',
+        heading: 'Request cancelled',
+        message: `That phrase does not match the one on your ${noun}, so the request has been cancelled for your safety and ${appName} gets no access. If you are setting up a ${noun} in front of you, start again on it.`,
+      };
+    case 'already_decided':
+      return {
+        status: 409,
+        tone: 'warning',
+        heading: 'Already decided',
+        message: `This request was already decided and can no longer change. To connect, start again on your ${noun}.`,
+      };
+  }
+}
 
 const codeInput = z.object({ user_code: z.string().default('') });
 const decisionForm = z.object({
@@ -131,7 +165,7 @@ async function resolveWithinGuessLimit<T>(
     await reservation.refund();
     reply.header('Retry-After', String(limit.retryAfterSeconds));
     const message = `Too many wrong codes. Wait ${waitText(limit.retryAfterSeconds)}, then try again.`;
-    return renderCodeStep(request, reply, page, { userCode: typed, message, link: null }, 429);
+    return renderCodeStep(deps, request, reply, page, { userCode: typed, message, link: null }, 429);
   }
   let outcome: Resolution<T>;
   try {
@@ -141,7 +175,7 @@ async function resolveWithinGuessLimit<T>(
     void reservation.refund();
     throw error;
   }
-  if (outcome.kind === 'refused') return refuseCode(request, reply, page, typed, outcome.refusal);
+  if (outcome.kind === 'refused') return refuseCode(deps, request, reply, page, typed, outcome.refusal);
   await reservation.refund();
   return render(outcome.value);
 }
@@ -153,7 +187,7 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
     app.get(path, async (request, reply) => {
       const typed = parsePageForm(codeInput, request.query).user_code;
       if (!request.session?.user) return reply.redirect(signInUrl(codeStepPath(page, typed)), 303);
-      return renderCodeStep(request, reply, page, { userCode: normaliseUserCode(typed) ?? typed, message: null, link: null });
+      return renderCodeStep(deps, request, reply, page, { userCode: normaliseUserCode(typed) ?? typed, message: null, link: null });
     });
 
     app.post(path, async (request, reply) => {
@@ -171,7 +205,7 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
           const lookup = await lookUpUserCode(deps, typed, page);
           return lookup.kind === 'pending' ? { kind: 'resolved', value: lookup.request } : { kind: 'refused', refusal: lookup };
         },
-        (pending) => renderApprovalStep(request, reply, page, pending),
+        (pending) => renderApprovalStep(deps, request, reply, page, pending),
       );
     });
 
@@ -190,16 +224,16 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
         user.userId,
         async () => {
           const outcome = await decideShownRequest(deps, page, shown, user, choice);
-          return outcome.kind === 'refused' ? outcome : { kind: 'resolved', value: outcome.decision };
+          return outcome.kind === 'refused' ? outcome : { kind: 'resolved', value: outcome };
         },
-        (decision) => {
-          const result = RESULTS[decision];
+        (decided) => {
+          const shownResult = result(page, decided.decision, decided.appName);
           return renderPage(
             request,
             reply,
             'activate/result.eta',
-            { title: PAGES[page].title, message: result.message, tone: result.tone, againHref: path },
-            result.status,
+            { title: shownResult.heading, message: shownResult.message, tone: shownResult.tone, againHref: path, noun: PAGES[page].noun },
+            shownResult.status,
           );
         },
       );

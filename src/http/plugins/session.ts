@@ -75,6 +75,7 @@ export function registerSessions(app: FastifyInstance, deps: Deps): void {
 }
 
 /** What the layout needs on every page. */
-export function layoutModel(request: FastifyRequest): { signedIn: boolean; csrfToken: string } {
-  return { signedIn: Boolean(request.session?.user), csrfToken: request.session?.csrfToken ?? '' };
+export function layoutModel(request: FastifyRequest): { signedIn: boolean; signedInAs: string | null; csrfToken: string } {
+  const user = request.session?.user;
+  return { signedIn: Boolean(user), signedInAs: user?.email ?? null, csrfToken: request.session?.csrfToken ?? '' };
 }

@@ -24,6 +24,8 @@ export interface PendingRequestView {
   platformDescription: string | null;
   platformIcon: string | null;
   phraseChoices: string[];
+  /** When the code stops working (WCAG 2.2 SC 2.2.1: the page says how long is left). */
+  expiresAt: Date;
 }
 
 export type CodeLookup =
@@ -31,6 +33,9 @@ export type CodeLookup =
   | { kind: 'unknown' }
   | { kind: 'expired' }
   | { kind: 'already_used' }
+  /** Cancelled by a wrong phrase pick: not "used", and the user should know why. */
+  | { kind: 'cancelled' }
+  | { kind: 'denied' }
   | { kind: 'wrong_page'; rightPage: ActivationPage; userCode: string }
   | { kind: 'pending'; request: PendingRequestView };
 
@@ -44,6 +49,7 @@ async function findByUserCode(deps: Deps, userCode: string): Promise<FoundReques
 
 /** What the user on `page` may do with the request a code names. */
 function classify(deps: Deps, row: FoundRequest, userCode: string, page: ActivationPage): CodeLookup {
+  if (row.status === 'denied') return row.denied_reason === 'wrong_phrase' ? { kind: 'cancelled' } : { kind: 'denied' };
   if (row.status !== 'pending') return { kind: 'already_used' };
   if (row.expires_at <= deps.clock.now()) return { kind: 'expired' };
   const rightPage = activationPageFor(row.client_kind);
@@ -60,6 +66,7 @@ function classify(deps: Deps, row: FoundRequest, userCode: string, page: Activat
       platformDescription: row.platform_description,
       platformIcon: row.platform_icon,
       phraseChoices: row.phrase_choices,
+      expiresAt: row.expires_at,
     },
   };
 }
@@ -98,7 +105,7 @@ export type RefusedCode = Exclude<CodeLookup, { kind: 'pending' }>;
 
 export type DecisionChoice = { action: 'approve'; phrase: string } | { action: 'deny' };
 
-export type DecisionOutcome = { kind: 'decided'; decision: Decision } | { kind: 'refused'; refusal: RefusedCode };
+export type DecisionOutcome = { kind: 'decided'; decision: Decision; appName: string } | { kind: 'refused'; refusal: RefusedCode };
 
 /**
  * The decision on the request the user saw on the approval page. Everything is checked again
@@ -123,12 +130,14 @@ export async function decideShownRequest(
   }
   const lookup = classify(deps, row, userCode, page);
   // Only someone shown this request's approval page knows its handle: a second tab, history.
-  if (lookup.kind === 'already_used') return { kind: 'decided', decision: 'already_decided' };
+  if (lookup.kind === 'already_used' || lookup.kind === 'cancelled' || lookup.kind === 'denied') {
+    return { kind: 'decided', decision: 'already_decided', appName: row.client_name };
+  }
   if (lookup.kind !== 'pending') return { kind: 'refused', refusal: lookup };
   const decision =
     choice.action === 'approve'
       ? await approveWithPhrase(deps, row.request_id, user, choice.phrase)
       : await denyRequest(deps, row.request_id, user.userId);
   if (decision !== 'already_decided') deps.metrics.verificationDecisions.inc({ decision });
-  return { kind: 'decided', decision };
+  return { kind: 'decided', decision, appName: row.client_name };
 }
