@@ -60,9 +60,11 @@ export async function simulateDeviceLogin(options: LoginOptions): Promise<Record
   if (!metaRes.ok) throw new LoginStopped('error', `no authorization server metadata at ${issuer} (HTTP ${metaRes.status})`);
   const meta = (await metaRes.json()) as Metadata;
 
+  // A client with a secret is a bot (TVs are public clients): the simulator says which it plays.
+  const playing = options.clientSecret === undefined ? 'a TV' : 'a bot';
   const code = await post(
     meta.device_authorization_endpoint,
-    { scope: options.scope, platform_name: options.platformName ?? 'device-auth simulator', platform_description: 'A terminal pretending to be a TV' },
+    { scope: options.scope, platform_name: options.platformName ?? 'device-auth simulator', platform_description: `A terminal pretending to be ${playing}` },
     options,
   );
   if (code.status !== 200) {
@@ -72,6 +74,7 @@ export async function simulateDeviceLogin(options: LoginOptions): Promise<Record
 
   options.screen(
     [
+      `  device-auth simulator, pretending to be ${playing}`,
       '',
       `  On your phone or computer, go to:  ${auth.verification_uri}`,
       `  and enter the code:                ${auth.user_code}`,

@@ -65,6 +65,7 @@ describe('device-auth login (device simulator)', () => {
     const result = await run.done;
     expect(result.code, result.stderr).toBe(0);
     expect(result.stderr).toContain(`${issuer}/activate`);
+    expect(result.stderr).toContain('device-auth simulator, pretending to be a TV');
     expect(result.stderr).toMatch(/pick this phrase:\s+[A-Z][a-z]+[A-Z][a-z]+/);
     // The QR code is drawn with block characters.
     expect(result.stderr).toMatch(/[▀▄█]/);
@@ -85,6 +86,7 @@ describe('device-auth login (device simulator)', () => {
     const result = await run.done;
     expect(result.code, result.stderr).toBe(0);
     expect(result.stderr).toContain(`${issuer}/activate/bot`);
+    expect(result.stderr).toContain('device-auth simulator, pretending to be a bot');
   });
 
   it('stops with the reason when the user denies', async () => {
