@@ -24,7 +24,7 @@ export interface Deps {
   rateLimiter: RateLimiter;
   passwordChecks: PasswordChecks;
   clients: ClientDirectory;
-  /** Releases what createDeps opened besides the database (the Redis connection). */
+  /** Releases what createDeps opened besides the database (the Redis connection, the client changes listener). */
   close(): Promise<void>;
 }
 
@@ -52,6 +52,9 @@ export async function createDeps(options: {
   const metrics = createMetrics(() => database.poolStats());
   const counters = config.redisUrl ? await redisCounterStore(config.redisUrl) : databaseCounterStore(database.db);
   const rateLimiter = new RateLimiter(counters, config.rateLimits);
+  // Last, so that nothing after it can fail and leave its connection open.
+  const clients = new ClientDirectory(database.db, log);
+  await clients.follow(database);
   return {
     db: database.db,
     database,
@@ -63,8 +66,9 @@ export async function createDeps(options: {
     metrics,
     rateLimiter,
     passwordChecks: new PasswordChecks(config.passwordChecks),
-    clients: new ClientDirectory(database.db),
+    clients,
     async close() {
+      await clients.close();
       await rateLimiter.close();
       await counters.close();
     },
