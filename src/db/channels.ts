@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 
 /** What a subscriber to a channel of NOTIFY announcements hears (DatabaseHandle.listen). */
@@ -21,8 +22,15 @@ const LAST_RETRY_MS = 8_000;
 const RETRY_JITTER = 0.25;
 /** As the pool's: an attempt against an unreachable database fails instead of hanging. */
 const CONNECT_TIMEOUT_MS = 5_000;
-/** A silently dropped connection (no FIN, no RST) is found by TCP keepalive probes from here on. */
-const KEEPALIVE_AFTER_MS = 10_000;
+/**
+ * How often a listening connection proves that it still hears: it announces on a channel only it
+ * listens to, and must hear that back within PROBE_TIMEOUT_MS or count as lost. Without it a
+ * connection dropped without a word (no FIN, no RST: a dead NAT entry, a partitioned network)
+ * could stay deaf for the minutes TCP keepalive takes, and one through a pooler in transaction
+ * mode (where a LISTEN does not outlive its transaction) forever, while the cache was trusted.
+ */
+export const PROBE_EVERY_MS = 5_000;
+export const PROBE_TIMEOUT_MS = 5_000;
 /** close() waits at most this for the server to see the session end; shutdown has a bound. */
 const CLOSE_WAIT_MS = 2_000;
 /** In pg_stat_activity, so that an operator can tell it from the pool's sessions. */
@@ -71,18 +79,23 @@ export class PostgresChannelListener implements ChannelSubscription {
     const client = new pg.Client({
       connectionString: this.connectionString,
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      query_timeout: PROBE_TIMEOUT_MS,
       keepAlive: true,
-      keepAliveInitialDelayMillis: KEEPALIVE_AFTER_MS,
       application_name: LISTENER_APPLICATION_NAME,
     });
     this.#client = client;
+    const probeChannel = `listener_probe_${randomBytes(8).toString('hex')}`;
     let listening = false;
     let lost = false;
-    // A lost connection may say so by 'error', by 'end', or by a failed connect or LISTEN: the
-    // first of them counts, once.
+    let probing: NodeJS.Timeout | undefined;
+    let unanswered: { payload: string; deadline: NodeJS.Timeout } | null = null;
+    // A lost connection may say so by 'error', by 'end', by a failed connect, LISTEN or probe, or
+    // by a probe not heard back: the first of them counts, once.
     const onLost = (reason: unknown) => {
       if (lost) return;
       lost = true;
+      clearInterval(probing);
+      if (unanswered) clearTimeout(unanswered.deadline);
       if (this.#client === client) this.#client = null;
       client.end().catch(() => {});
       if (this.#closed) return;
@@ -92,11 +105,24 @@ export class PostgresChannelListener implements ChannelSubscription {
     client.on('error', onLost);
     client.on('end', () => onLost(new Error('Connection terminated')));
     client.on('notification', (message) => {
+      const awaited = unanswered;
       if (message.channel === this.channel) this.subscriber.onNotification(message.payload ?? '');
+      else if (message.channel === probeChannel && awaited && message.payload === awaited.payload) {
+        clearTimeout(awaited.deadline);
+        unanswered = null;
+      }
     });
+    const probe = () => {
+      if (unanswered) return;
+      const payload = randomBytes(8).toString('hex');
+      const deadline = setTimeout(() => onLost(new Error(`the listener did not hear its own probe within ${PROBE_TIMEOUT_MS} ms`)), PROBE_TIMEOUT_MS);
+      deadline.unref();
+      unanswered = { payload, deadline };
+      client.query('SELECT pg_notify($1, $2)', [probeChannel, payload]).catch(onLost);
+    };
     try {
       await client.connect();
-      await client.query(`LISTEN ${client.escapeIdentifier(this.channel)}`);
+      await client.query(`LISTEN ${client.escapeIdentifier(this.channel)}; LISTEN ${client.escapeIdentifier(probeChannel)}`);
     } catch (error) {
       onLost(error);
       return;
@@ -108,6 +134,8 @@ export class PostgresChannelListener implements ChannelSubscription {
     }
     listening = true;
     this.#failures = 0;
+    probing = setInterval(probe, PROBE_EVERY_MS);
+    probing.unref();
     this.subscriber.onListening();
   }
 
