@@ -12,6 +12,7 @@ import * as deviceRequestsDoNotLockTheirApp from './2026-11-23T12-00-00_device_r
 import * as chainRowsDoNotRecheckTheirLink from './2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link.js';
 import * as introspectionIsAPermission from './2026-11-24T00-00-00_introspection_is_a_permission.js';
 import * as aRotatedSecretMayOverlap from './2026-11-24T01-00-00_a_rotated_secret_may_overlap.js';
+import * as clientChangesAreAnnounced from './2026-11-24T02-00-00_client_changes_are_announced.js';
 import * as requestsRememberWhereTheyCameFrom from './2026-11-24T04-00-00_requests_remember_where_they_came_from.js';
 
 /**
@@ -32,5 +33,6 @@ export const migrations: Record<string, Migration> = {
   '2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link': chainRowsDoNotRecheckTheirLink,
   '2026-11-24T00-00-00_introspection_is_a_permission': introspectionIsAPermission,
   '2026-11-24T01-00-00_a_rotated_secret_may_overlap': aRotatedSecretMayOverlap,
+  '2026-11-24T02-00-00_client_changes_are_announced': clientChangesAreAnnounced,
   '2026-11-24T04-00-00_requests_remember_where_they_came_from': requestsRememberWhereTheyCameFrom,
 };

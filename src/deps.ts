@@ -28,7 +28,7 @@ export interface Deps {
   clients: ClientDirectory;
   /** The purge: scheduled by the server, run on demand by the admin API. */
   housekeeping: Housekeeping;
-  /** Releases what createDeps opened besides the database (the Redis connection). */
+  /** Releases what createDeps opened besides the database (the Redis connection, the client changes listener). */
   close(): Promise<void>;
 }
 
@@ -61,6 +61,9 @@ export async function createDeps(options: {
     // While the database is away this fails every tick: one line each, without a stack.
     else log.warn(isDatabaseUnavailable(error) ? describeUnavailable(error) : { err: error }, 'purge failed');
   });
+  // Last, so that nothing after it can fail and leave its connection open.
+  const clients = new ClientDirectory(database.db, clock, log);
+  await clients.follow(database);
   return {
     db: database.db,
     database,
@@ -72,10 +75,11 @@ export async function createDeps(options: {
     metrics,
     rateLimiter,
     passwordChecks: new PasswordChecks(config.passwordChecks),
-    clients: new ClientDirectory(database.db, clock),
+    clients,
     housekeeping,
     async close() {
       housekeeping.stop();
+      await clients.close();
       await rateLimiter.close();
       await counters.close();
     },

@@ -1,5 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { DB } from './schema.js';
 import { PGliteDialect } from './pglite-dialect.js';
@@ -7,6 +7,9 @@ import { runCompiledStatementsDirectly } from './compiled-statement.js';
 import { directQuery, preparingPool } from './prepared-statements.js';
 import { DatabaseUnavailableError } from './unavailable.js';
 import { lockDataDir, type DataDirLock } from './data-dir-lock.js';
+import { PostgresChannelListener, type ChannelSubscriber, type ChannelSubscription } from './channels.js';
+
+export type { ChannelSubscriber, ChannelSubscription } from './channels.js';
 
 export type Database = Kysely<DB>;
 
@@ -15,6 +18,12 @@ export interface DatabaseHandle {
   kind: 'postgres' | 'embedded';
   /** Connections in use and waiting, for metrics; null where there is no pool. */
   poolStats(): { total: number; idle: number; waiting: number } | null;
+  /**
+   * Hears the NOTIFY announcements of a channel until the subscription is closed (close() closes
+   * any left). Resolves once the first attempt to listen has ended; the subscriber is told when
+   * it listens and when it stops, since announcements made in between are never delivered.
+   */
+  listen(channel: string, subscriber: ChannelSubscriber): Promise<ChannelSubscription>;
   close(): Promise<void>;
 }
 
@@ -67,11 +76,28 @@ export async function connectDatabase(options: ConnectOptions): Promise<Database
     const prepared = options.preparedStatements !== false;
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool: prepared ? preparingPool(pool) : pool }) });
     runCompiledStatementsDirectly(db, directQuery(pool, prepared));
+    const listeners = new Set<PostgresChannelListener>();
+    const databaseUrl = options.databaseUrl;
     return {
       db,
       kind: 'postgres',
       poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-      close: () => db.destroy(),
+      async listen(channel, subscriber) {
+        const listener = new PostgresChannelListener(databaseUrl, channel, subscriber);
+        listeners.add(listener);
+        await listener.start();
+        return {
+          close: async () => {
+            listeners.delete(listener);
+            await listener.close();
+          },
+        };
+      },
+      async close() {
+        await Promise.all([...listeners].map((listener) => listener.close()));
+        listeners.clear();
+        await db.destroy();
+      },
     };
   }
   const { PGlite } = await import('@electric-sql/pglite');
@@ -92,11 +118,39 @@ export async function connectDatabase(options: ConnectOptions): Promise<Database
     }
   }
   const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite) });
+  const stopHearing = new Set<() => void>();
+  const embedded = pglite;
   return {
     db,
     kind: 'embedded',
     poolStats: () => null,
+    // One connection, never lost: listening starts once and lasts until closed. Not PGlite's
+    // listen(), which runs its LISTEN outside our dialect's queue and so may run it inside
+    // another borrower's transaction, where a rollback would undo it; the LISTEN goes through
+    // Kysely instead, and onNotification only adds the callback.
+    async listen(channel, subscriber) {
+      const off = embedded.onNotification((heard, payload) => {
+        if (heard === channel) subscriber.onNotification(payload);
+      });
+      stopHearing.add(off);
+      try {
+        await sql`LISTEN ${sql.id(channel)}`.execute(db);
+      } catch (error) {
+        off();
+        stopHearing.delete(off);
+        throw error;
+      }
+      subscriber.onListening();
+      return {
+        close: async () => {
+          off();
+          stopHearing.delete(off);
+        },
+      };
+    },
     close: async () => {
+      for (const off of stopHearing) off();
+      stopHearing.clear();
       await db.destroy();
       lock?.release();
     },

@@ -321,3 +321,25 @@ describe('migration 2026-11-24T00-00-00_introspection_is_a_permission', () => {
     expect(columns.rows).toEqual([]);
   });
 });
+
+describe('migration 2026-11-24T02-00-00_client_changes_are_announced', () => {
+  const BEFORE = '2026-11-24T01-00-00_a_rotated_secret_may_overlap';
+  const state = unmigratedDatabase();
+  const announcing = async (db: Kysely<any>) =>
+    (await sql<{ tgname: string; proname: string }>`
+      SELECT t.tgname, p.proname FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+      WHERE t.tgrelid = 'clients'::regclass AND t.tgname = 'clients_changes_are_announced'`.execute(db)).rows;
+
+  it('adds the trigger that announces each updated or deleted client, and goes back down without a trace', async () => {
+    const { db, migrator } = state;
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    expect(await announcing(db)).toEqual([]);
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    expect(await announcing(db)).toEqual([{ tgname: 'clients_changes_are_announced', proname: 'announce_client_change' }]);
+
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    expect(await announcing(db)).toEqual([]);
+    const functions = await sql`SELECT 1 FROM pg_proc WHERE proname = 'announce_client_change'`.execute(db);
+    expect(functions.rows).toEqual([]);
+  });
+});
