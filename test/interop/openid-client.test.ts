@@ -65,7 +65,7 @@ async function decideOnPages(device: client.DeviceAuthorizationResponse, action:
     phrase: action === 'approve' ? phrase : undefined,
   });
   expect(result.statusCode, result.body).toBe(200);
-  expect(result.body).toContain(action === 'approve' ? 'Device connected.' : 'Request denied.');
+  expect(result.body).toContain(action === 'approve' ? 'is now connected to your account.' : 'Nothing was connected');
 }
 
 async function storedInterval(userCode: string): Promise<number> {

@@ -146,7 +146,7 @@ describe.skipIf(!runnable)('two server processes on one PostgreSQL database (nev
     await signInOverHttp(browser, user);
     const flow = (await requestCodeOverHttp(b.url, bot)).json<DeviceAuthorizationResponse>();
     const decision = await approveOverHttp(browser, flow.user_code, flow.confirmation_phrase, { page: '/activate/bot' });
-    expect(decision.body).toContain('Device connected');
+    expect(decision.body).toContain('Bot connected');
     await new Promise((r) => setTimeout(r, flow.interval * 1000 + 50));
     const answers = await Promise.all([a, b, a, b].map((s) => pollOverHttp(s.url, bot, flow.device_code)));
     expect(answers.map((r) => r.status).sort()).toEqual([200, 400, 400, 400]);
