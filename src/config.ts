@@ -1,3 +1,4 @@
+import { accessSync, constants, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
@@ -22,6 +23,20 @@ const rateLimit = (fallback: string) =>
       const [max, windowSeconds] = v.split('/').map(Number) as [number, number];
       return { max, windowSeconds };
     });
+
+/**
+ * Caught here, before the server touches its database, rather than when the file is opened: a
+ * mistyped path is the usual mistake. Whether it is a City database is checked on opening.
+ */
+function unreadableFile(file: string): string | null {
+  try {
+    if (!statSync(file).isFile()) return `${file} is not a file`;
+    accessSync(file, constants.R_OK);
+    return null;
+  } catch (error) {
+    return `cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? 'error'})`;
+  }
+}
 
 export const ADMIN_SOCKET_NAME = 'admin.sock';
 
@@ -89,6 +104,13 @@ const schema = z
       .regex(/^\/(?!\/)[\x21-\x7e]*$/, 'must be a path on this server, like /static/logo.png (pages load nothing from other hosts)')
       .optional(),
     SERVICE_LOGO_FILE: z.string().min(1).optional(),
+    GEOIP_DATABASE: z
+      .string()
+      .optional()
+      .superRefine((file, context) => {
+        const problem = file === undefined ? null : unreadableFile(file);
+        if (problem) context.addIssue({ code: 'custom', message: problem });
+      }),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   // The admin API on a TCP port is reachable by whoever can reach the port: never without a token.
@@ -116,6 +138,8 @@ const schema = z
       sessionTtl: env.SESSION_TTL,
       logLevel: env.LOG_LEVEL,
       trustProxy: parseTrustProxy(env.TRUST_PROXY),
+      /** A MaxMind GeoIP2/GeoLite2 City database, for city names; the shipped data gives country and network without it. */
+      geoipDatabase: env.GEOIP_DATABASE,
       metricsToken: env.METRICS_TOKEN,
       redisUrl: env.REDIS_URL,
       serviceName: env.SERVICE_NAME,

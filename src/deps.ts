@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Config } from './config.js';
+import { ConfigError, type Config } from './config.js';
 import type { Database, DatabaseHandle } from './db/connect.js';
 import type { Clock } from './lib/clock.js';
 import { createMetrics, type Metrics } from './lib/metrics.js';
@@ -12,6 +12,7 @@ import { ClientDirectory } from './oauth/client-auth.js';
 import { Housekeeping } from './oauth/housekeeping.js';
 import { describeUnavailable, isDatabaseUnavailable } from './db/unavailable.js';
 import { ensureServerSecret } from './repositories/server-secrets.js';
+import { GeoDatabaseError, loadGeo, type Geo } from './geo/locate.js';
 
 /** Everything the domain needs, created once at start and passed down explicitly. */
 export interface Deps {
@@ -26,6 +27,8 @@ export interface Deps {
   rateLimiter: RateLimiter;
   passwordChecks: PasswordChecks;
   clients: ClientDirectory;
+  /** Country and network of an address, from data on this machine. */
+  geo: Geo;
   /** The purge: scheduled by the server, run on demand by the admin API. */
   housekeeping: Housekeeping;
   /** Releases what createDeps opened besides the database (the Redis connection, the client changes listener). */
@@ -50,6 +53,10 @@ export async function createDeps(options: {
   clock: Clock;
 }): Promise<Deps> {
   const { database, config, log, clock } = options;
+  const geo = await loadGeo({ cityDatabase: config.geoipDatabase }).catch((error: unknown) => {
+    if (error instanceof GeoDatabaseError) throw new ConfigError(`invalid configuration: GEOIP_DATABASE: ${error.message}`);
+    throw error;
+  });
   const userCodeKey = Buffer.from(await ensureServerSecret(database.db, 'user_code_hmac_key', randomBytes(32)));
   const anonymousCsrfKey = Buffer.from(await ensureServerSecret(database.db, 'anonymous_csrf_hmac_key', randomBytes(32)));
   const keys = await loadSigningKeys(database.db, clock.now(), config.idTokenTtl);
@@ -76,6 +83,7 @@ export async function createDeps(options: {
     rateLimiter,
     passwordChecks: new PasswordChecks(config.passwordChecks),
     clients,
+    geo,
     housekeeping,
     async close() {
       housekeeping.stop();

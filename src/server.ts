@@ -62,6 +62,11 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
+  // A setting that is only found wrong once used (GEOIP_DATABASE's contents) reads like any other.
+  if (error instanceof ConfigError) {
+    process.stderr.write(`${error.message}\n`);
+    process.exit(2);
+  }
   process.stderr.write(`device-auth failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
   process.exit(1);
 });

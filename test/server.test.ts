@@ -130,6 +130,9 @@ describe('the server process', () => {
     ['REFRESH_TOKEN_TTL', '1.5'],
     ['LOG_LEVEL', 'loud'],
     ['DATABASE_URL', 'mysql://db/x'],
+    ['GEOIP_DATABASE', '/nonexistent/GeoLite2-City.mmdb'],
+    // Readable, so only found wrong once opened, after the database: still one line.
+    ['GEOIP_DATABASE', path.resolve('package.json')],
   ])('a bad %s (%s) stops the start with one line naming it and a non-zero exit', async (name, value) => {
     const res = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
       import('node:child_process').then(({ execFile }) => {
