@@ -38,6 +38,9 @@ function unreadableFile(file: string): string | null {
   }
 }
 
+/** What the approval page does about one proximity signal (oauth/device/proximity.ts). */
+const policyAction = (fallback: 'allow' | 'warn' | 'confirm' | 'deny') => z.enum(['allow', 'warn', 'confirm', 'deny']).default(fallback);
+
 export const ADMIN_SOCKET_NAME = 'admin.sock';
 
 function adminSocketPath(given: string | undefined, databaseUrl: string | undefined, dataDir: string): string | null {
@@ -92,6 +95,9 @@ const schema = z
     PASSWORD_CHECKS_QUEUED: z.coerce.number().int().min(0).max(1000).default(16),
     PASSWORD_CHECKS_PER_IP: z.coerce.number().int().min(1).max(64).default(2),
     TRUST_PROXY: z.string().default('false'),
+    PROXIMITY_POLICY_COUNTRY_MISMATCH: policyAction('confirm'),
+    PROXIMITY_POLICY_HOSTING_NETWORK: policyAction('confirm'),
+    PROXIMITY_POLICY_UNKNOWN_LOCATION: policyAction('warn'),
     SERVICE_NAME: z
       .string()
       .trim()
@@ -142,6 +148,11 @@ const schema = z
       geoipDatabase: env.GEOIP_DATABASE,
       metricsToken: env.METRICS_TOKEN,
       redisUrl: env.REDIS_URL,
+      proximityPolicy: {
+        country_mismatch: env.PROXIMITY_POLICY_COUNTRY_MISMATCH,
+        hosting_network: env.PROXIMITY_POLICY_HOSTING_NETWORK,
+        unknown_location: env.PROXIMITY_POLICY_UNKNOWN_LOCATION,
+      },
       serviceName: env.SERVICE_NAME,
       /** A path on our own origin; SERVICE_LOGO_FILE is served at /static/logo and wins. */
       serviceLogoUrl: env.SERVICE_LOGO_FILE ? '/static/logo' : env.SERVICE_LOGO_URL,

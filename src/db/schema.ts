@@ -7,7 +7,8 @@ type DefaultedTimestamp = ColumnType<Date, Date | undefined, Date>;
 export type ClientKind = 'tv' | 'bot' | 'web';
 export type ClientType = 'public' | 'confidential';
 export type DeviceRequestStatus = 'pending' | 'approved' | 'denied' | 'redeemed';
-export type DeniedReason = 'user_denied' | 'wrong_phrase' | 'user_banned';
+/** policy: the operator's proximity policy refused the request (proximity.ts). */
+export type DeniedReason = 'user_denied' | 'wrong_phrase' | 'user_banned' | 'policy';
 
 export interface ClientsTable {
   client_id: string;
@@ -105,6 +106,8 @@ export interface DeviceRequestsTable {
   requester_ip: string | null;
   /** Bounded to USER_AGENT_MAX characters. */
   requester_user_agent: string | null;
+  /** Both sides' places and the warnings shown, recorded with the decision (see proximity.ts). */
+  decision_context: ColumnType<unknown, string | null | undefined, string | null>;
 }
 
 export interface RefreshTokensTable {
@@ -134,6 +137,8 @@ export interface LinkEventsTable {
   reason: string | null;
   client_ip: string | null;
   created_at: Timestamp;
+  /** For "issued": the decision's context, as recorded on its request. */
+  details: ColumnType<unknown, string | null | undefined, string | null>;
 }
 
 export interface RateLimitCountersTable {

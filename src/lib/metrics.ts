@@ -41,6 +41,12 @@ export function createMetrics(poolStats: () => PoolStats | null = () => null) {
       labelNames: ['decision'] as const,
       registers: [registry],
     }),
+    proximityDecisions: new Counter({
+      name: 'device_auth_proximity_decisions_total',
+      help: 'Decisions on the approval page by the proximity signal shown (none when the page showed no warning): whether warnings work',
+      labelNames: ['decision', 'signal'] as const,
+      registers: [registry],
+    }),
     chainRevocations: new Counter({
       name: 'device_auth_chain_revocations_total',
       help: 'Refresh chains revoked, by reason (reuse_detected counts refresh token reuse detections)',

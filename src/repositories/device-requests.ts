@@ -118,7 +118,7 @@ export async function redeemApprovedRequest(db: Database, requestId: string, now
     .where('request_id', '=', requestId)
     .where('status', '=', 'approved')
     .where('expires_at', '>', now)
-    .returning(['request_id', 'user_id', 'client_id', 'scopes', 'platform_name', 'platform_description', 'platform_icon', 'auth_time', 'requester_ip'])
+    .returning(['request_id', 'user_id', 'client_id', 'scopes', 'platform_name', 'platform_description', 'platform_icon', 'auth_time', 'requester_ip', 'decision_context'])
     .executeTakeFirst();
 }
 
@@ -145,6 +145,8 @@ export async function findDeviceRequestByUserCode(db: Database, userCodeHmac: Ui
       'd.status',
       'd.denied_reason',
       'd.expires_at',
+      'd.created_at',
+      'd.requester_ip',
       'd.scopes',
       'd.platform_name',
       'd.platform_description',
@@ -168,7 +170,7 @@ export async function findDeviceRequestByUserCode(db: Database, userCodeHmac: Ui
 export async function approveDeviceRequest(
   db: Database,
   requestId: string,
-  approval: { userId: string; authTime: Date; pickedPhrase: string },
+  approval: { userId: string; authTime: Date; pickedPhrase: string; context: string | null },
   now: Date,
 ): Promise<'approved' | 'denied' | undefined> {
   const row = await db
@@ -189,6 +191,7 @@ export async function approveDeviceRequest(
       user_id: approval.userId,
       auth_time: approval.authTime,
       decided_at: now,
+      decision_context: approval.context,
     }))
     .where('request_id', '=', requestId)
     .where('status', '=', 'pending')
@@ -198,11 +201,16 @@ export async function approveDeviceRequest(
   return row?.status as 'approved' | 'denied' | undefined;
 }
 
-/** pending -> denied by the user, once. Returns whether this call decided it. */
-export async function denyDeviceRequest(db: Database, requestId: string, userId: string, now: Date): Promise<boolean> {
+/** pending -> denied (by the user, or by the operator's policy), once. Returns whether this call decided it. */
+export async function denyDeviceRequest(
+  db: Database,
+  requestId: string,
+  denial: { userId: string; reason: 'user_denied' | 'policy'; context: string | null },
+  now: Date,
+): Promise<boolean> {
   const result = await db
     .updateTable('device_requests')
-    .set({ status: 'denied', denied_reason: 'user_denied', user_id: userId, decided_at: now })
+    .set({ status: 'denied', denied_reason: denial.reason, user_id: denial.userId, decided_at: now, decision_context: denial.context })
     .where('request_id', '=', requestId)
     .where('status', '=', 'pending')
     .where('expires_at', '>', now)

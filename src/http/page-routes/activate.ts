@@ -16,6 +16,7 @@ import {
 import { parsePageForm } from '../form.js';
 import { renderPage } from './render.js';
 import { showTime } from '../../accounts/devices.js';
+import type { ProximityAssessment } from '../../oauth/device/proximity.js';
 import { signInUrl } from './sign-in.js';
 
 /** Each page speaks of what it connects: a bot's owner is not setting up a TV. */
@@ -71,6 +72,8 @@ function refusal(page: ActivationPage, refused: RefusedCode): { status: number; 
       };
     case 'denied':
       return { status: 410, message: `That request was denied. Start again on your ${noun} to get a new code.`, link: null };
+    case 'refused_by_policy':
+      return { status: 403, message: policyRefusal(noun, refused.proximity), link: null };
     case 'wrong_page': {
       const right = PAGES[refused.rightPage];
       const message =
@@ -87,15 +90,52 @@ function refuseCode(deps: Deps, request: FastifyRequest, reply: FastifyReply, pa
   return renderCodeStep(deps, request, reply, page, { userCode: typed, message, link }, status);
 }
 
-function renderApprovalStep(deps: Deps, request: FastifyRequest, reply: FastifyReply, page: ActivationPage, pending: PendingRequestView) {
+function policyRefusal(noun: string, proximity: ProximityAssessment): string {
+  const network = proximity.requester.network ? ` on ${proximity.requester.network}` : '';
+  return `This request came from ${proximity.requester.where}${network}, and this service does not accept requests from there. Nothing was connected. If you are setting up a ${noun} in front of you, contact the service's support.`;
+}
+
+/** "Requested 3 minutes ago from Berlin, Germany on Hetzner Online GmbH" and what to make of it. */
+function contextModel(deps: Deps, pending: PendingRequestView) {
+  const { requester, sameNetwork, signals, action } = pending.proximity;
+  const minutesAgo = Math.max(0, Math.floor((deps.clock.now().getTime() - pending.requestedAt.getTime()) / 60_000));
+  return {
+    requestedAgo: minutesAgo === 0 ? 'less than a minute ago' : `${minutesAgo} minute${minutesAgo === 1 ? '' : 's'} ago`,
+    where: requester.where,
+    network: requester.network,
+    address: requester.address,
+    sameNetwork,
+    hosting: signals.includes('hosting_network'),
+    countryMismatch: signals.includes('country_mismatch'),
+    warn: action === 'warn' || action === 'confirm',
+    confirm: action === 'confirm',
+  };
+}
+
+function renderApprovalStep(
+  deps: Deps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  page: ActivationPage,
+  pending: PendingRequestView,
+  problem: string | null = null,
+) {
   const minutesLeft = Math.max(1, Math.ceil((pending.expiresAt.getTime() - deps.clock.now().getTime()) / 60_000));
-  return renderPage(request, reply, 'activate/approve.eta', {
-    title: PAGES[page].title,
-    action: `${PAGES[page].path}/decision`,
-    noun: PAGES[page].noun,
-    request: pending,
-    validity: { minutesLeft, until: showTime(pending.expiresAt).text },
-  });
+  return renderPage(
+    request,
+    reply,
+    'activate/approve.eta',
+    {
+      title: PAGES[page].title,
+      action: `${PAGES[page].path}/decision`,
+      noun: PAGES[page].noun,
+      request: pending,
+      validity: { minutesLeft, until: showTime(pending.expiresAt).text },
+      context: contextModel(deps, pending),
+      problem,
+    },
+    problem ? 400 : 200,
+  );
 }
 
 /**
@@ -132,13 +172,14 @@ const decisionForm = z.object({
   request_handle: z.string(),
   action: z.enum(['approve', 'deny']),
   phrase: z.string().optional(),
+  in_front_of_me: z.literal('yes').optional(),
 });
 
 function decisionChoice(form: z.output<typeof decisionForm>): DecisionChoice {
   if (form.action === 'deny') return { action: 'deny' };
   // Browsers enforce the required radio; only a hand-made request gets here without one.
   if (!form.phrase) throw new PageError(400, 'Choose a phrase', 'Choose the phrase your device shows, then press Approve.');
-  return { action: 'approve', phrase: form.phrase };
+  return { action: 'approve', phrase: form.phrase, inFrontOfMe: form.in_front_of_me === 'yes' };
 }
 
 type Resolution<T> = { kind: 'refused'; refusal: RefusedCode } | { kind: 'resolved'; value: T };
@@ -202,10 +243,15 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
         typed,
         user.userId,
         async () => {
-          const lookup = await lookUpUserCode(deps, typed, page);
-          return lookup.kind === 'pending' ? { kind: 'resolved', value: lookup.request } : { kind: 'refused', refusal: lookup };
+          const lookup = await lookUpUserCode(deps, typed, page, { userId: user.userId, ip: request.ip });
+          // A request the policy refused was named by a right code: no wrong guess to count.
+          if (lookup.kind === 'pending' || lookup.kind === 'refused_by_policy') return { kind: 'resolved', value: lookup };
+          return { kind: 'refused', refusal: lookup };
         },
-        (pending) => renderApprovalStep(deps, request, reply, page, pending),
+        (found) =>
+          found.kind === 'pending'
+            ? renderApprovalStep(deps, request, reply, page, found.request)
+            : refuseCode(deps, request, reply, page, typed, found),
       );
     });
 
@@ -223,10 +269,22 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
         form.user_code,
         user.userId,
         async () => {
-          const outcome = await decideShownRequest(deps, page, shown, user, choice);
-          return outcome.kind === 'refused' ? outcome : { kind: 'resolved', value: outcome };
+          const outcome = await decideShownRequest(deps, page, shown, user, choice, request.ip);
+          if (outcome.kind === 'refused' && outcome.refusal.kind !== 'refused_by_policy') return outcome;
+          return { kind: 'resolved', value: outcome };
         },
         (decided) => {
+          if (decided.kind === 'refused') return refuseCode(deps, request, reply, page, form.user_code, decided.refusal);
+          if (decided.kind === 'needs_confirmation') {
+            return renderApprovalStep(
+              deps,
+              request,
+              reply,
+              page,
+              decided.request,
+              `Tick “I am setting up a ${PAGES[page].noun} that is in front of me” to approve, or press Deny.`,
+            );
+          }
           const shownResult = result(page, decided.decision, decided.appName);
           return renderPage(
             request,

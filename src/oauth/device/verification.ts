@@ -4,6 +4,7 @@ import { approveDeviceRequest, denyDeviceRequest, findDeviceRequestByUserCode } 
 import { safeEqual } from '../../lib/random.js';
 import { SCOPE_DESCRIPTIONS } from '../scopes.js';
 import { normaliseUserCode, requestHandle, userCodeHmac } from './user-code.js';
+import { assessProximity, type ProximityAssessment } from './proximity.js';
 
 /** Which verification page the user is on: bots have their own (/activate/bot). */
 export type ActivationPage = 'device' | 'bot';
@@ -26,6 +27,9 @@ export interface PendingRequestView {
   phraseChoices: string[];
   /** When the code stops working (WCAG 2.2 SC 2.2.1: the page says how long is left). */
   expiresAt: Date;
+  requestedAt: Date;
+  /** Where the request came from compared with where the approver is, and what the policy asks. */
+  proximity: ProximityAssessment;
 }
 
 export type CodeLookup =
@@ -37,6 +41,8 @@ export type CodeLookup =
   | { kind: 'cancelled' }
   | { kind: 'denied' }
   | { kind: 'wrong_page'; rightPage: ActivationPage; userCode: string }
+  /** The operator's policy refuses requests from where this one came from; it is now denied. */
+  | { kind: 'refused_by_policy'; proximity: ProximityAssessment }
   | { kind: 'pending'; request: PendingRequestView };
 
 type FoundRequest = NonNullable<Awaited<ReturnType<typeof findDeviceRequestByUserCode>>>;
@@ -47,8 +53,8 @@ async function findByUserCode(deps: Deps, userCode: string): Promise<FoundReques
   return row && row.client_disabled_at === null ? row : undefined;
 }
 
-/** What the user on `page` may do with the request a code names. */
-function classify(deps: Deps, row: FoundRequest, userCode: string, page: ActivationPage): CodeLookup {
+/** What the user on `page` may do with the request a code names, seen from `approverIp`. */
+function classify(deps: Deps, row: FoundRequest, userCode: string, page: ActivationPage, approverIp: string): CodeLookup {
   if (row.status === 'denied') return row.denied_reason === 'wrong_phrase' ? { kind: 'cancelled' } : { kind: 'denied' };
   if (row.status !== 'pending') return { kind: 'already_used' };
   if (row.expires_at <= deps.clock.now()) return { kind: 'expired' };
@@ -67,16 +73,40 @@ function classify(deps: Deps, row: FoundRequest, userCode: string, page: Activat
       platformIcon: row.platform_icon,
       phraseChoices: row.phrase_choices,
       expiresAt: row.expires_at,
+      requestedAt: row.created_at,
+      proximity: assessProximity(deps.geo, row.requester_ip, approverIp, deps.config.proximityPolicy),
     },
   };
 }
 
 /** Finds the request a typed code names, as the user on `page` may act on it. */
-export async function lookUpUserCode(deps: Deps, typed: string, page: ActivationPage): Promise<CodeLookup> {
+export async function lookUpUserCode(deps: Deps, typed: string, page: ActivationPage, approver: { userId: string; ip: string }): Promise<CodeLookup> {
   const userCode = normaliseUserCode(typed);
   if (!userCode) return { kind: 'malformed' };
   const row = await findByUserCode(deps, userCode);
-  return row ? classify(deps, row, userCode, page) : { kind: 'unknown' };
+  if (!row) return { kind: 'unknown' };
+  const lookup = classify(deps, row, userCode, page, approver.ip);
+  if (lookup.kind === 'pending' && lookup.request.proximity.action === 'deny') {
+    // Refused before the user could approve it: the device hears access_denied.
+    await refuseByPolicy(deps, row.request_id, approver.userId, lookup.request.proximity);
+    return { kind: 'refused_by_policy', proximity: lookup.request.proximity };
+  }
+  return lookup;
+}
+
+/** What a decision records of its context: both sides' places and the warnings shown. */
+function decisionContext(proximity: ProximityAssessment): string {
+  const { requester, approver, sameNetwork, signals, action } = proximity;
+  return JSON.stringify({ requester, approver, same_network: sameNetwork, signals, action });
+}
+
+function countDecision(deps: Deps, decision: string, proximity: ProximityAssessment): void {
+  for (const signal of proximity.signals.length > 0 ? proximity.signals : ['none']) deps.metrics.proximityDecisions.inc({ decision, signal });
+}
+
+async function refuseByPolicy(deps: Deps, requestId: string, userId: string, proximity: ProximityAssessment): Promise<void> {
+  const refused = await denyDeviceRequest(deps.db, requestId, { userId, reason: 'policy', context: decisionContext(proximity) }, deps.clock.now());
+  if (refused) countDecision(deps, 'refused_by_policy', proximity);
 }
 
 export type Decision = 'approved' | 'cancelled_wrong_phrase' | 'denied' | 'already_decided';
@@ -90,22 +120,28 @@ export async function approveWithPhrase(
   requestId: string,
   user: { userId: string; authTime: Date },
   pickedPhrase: string,
+  context: string | null = null,
 ): Promise<Decision> {
-  const status = await approveDeviceRequest(deps.db, requestId, { ...user, pickedPhrase }, deps.clock.now());
+  const status = await approveDeviceRequest(deps.db, requestId, { ...user, pickedPhrase, context }, deps.clock.now());
   if (status === 'approved') return 'approved';
   if (status === 'denied') return 'cancelled_wrong_phrase';
   return 'already_decided';
 }
 
-export async function denyRequest(deps: Deps, requestId: string, userId: string): Promise<Decision> {
-  return (await denyDeviceRequest(deps.db, requestId, userId, deps.clock.now())) ? 'denied' : 'already_decided';
+export async function denyRequest(deps: Deps, requestId: string, userId: string, context: string | null = null): Promise<Decision> {
+  return (await denyDeviceRequest(deps.db, requestId, { userId, reason: 'user_denied', context }, deps.clock.now())) ? 'denied' : 'already_decided';
 }
 
 export type RefusedCode = Exclude<CodeLookup, { kind: 'pending' }>;
 
-export type DecisionChoice = { action: 'approve'; phrase: string } | { action: 'deny' };
+/** `inFrontOfMe`: the extra step the policy may ask for ("I am setting up a device that is in front of me"). */
+export type DecisionChoice = { action: 'approve'; phrase: string; inFrontOfMe: boolean } | { action: 'deny' };
 
-export type DecisionOutcome = { kind: 'decided'; decision: Decision; appName: string } | { kind: 'refused'; refusal: RefusedCode };
+export type DecisionOutcome =
+  | { kind: 'decided'; decision: Decision; appName: string }
+  | { kind: 'refused'; refusal: RefusedCode }
+  /** Approve without the extra step the policy asks for here: nothing decided, the page again. */
+  | { kind: 'needs_confirmation'; request: PendingRequestView };
 
 /**
  * The decision on the request the user saw on the approval page. Everything is checked again
@@ -121,6 +157,7 @@ export async function decideShownRequest(
   shown: { userCode: string; handle: string },
   user: { userId: string; authTime: Date },
   choice: DecisionChoice,
+  approverIp: string,
 ): Promise<DecisionOutcome> {
   const userCode = normaliseUserCode(shown.userCode);
   if (!userCode) return { kind: 'refused', refusal: { kind: 'malformed' } };
@@ -128,16 +165,28 @@ export async function decideShownRequest(
   if (!row || !safeEqual(requestHandle(deps.secrets.userCodeKey, row.request_id), shown.handle)) {
     return { kind: 'refused', refusal: { kind: 'unknown' } };
   }
-  const lookup = classify(deps, row, userCode, page);
+  const lookup = classify(deps, row, userCode, page, approverIp);
   // Only someone shown this request's approval page knows its handle: a second tab, history.
   if (lookup.kind === 'already_used' || lookup.kind === 'cancelled' || lookup.kind === 'denied') {
     return { kind: 'decided', decision: 'already_decided', appName: row.client_name };
   }
   if (lookup.kind !== 'pending') return { kind: 'refused', refusal: lookup };
+  const { proximity } = lookup.request;
+  if (proximity.action === 'deny') {
+    await refuseByPolicy(deps, row.request_id, user.userId, proximity);
+    return { kind: 'refused', refusal: { kind: 'refused_by_policy', proximity } };
+  }
+  if (choice.action === 'approve' && proximity.action === 'confirm' && !choice.inFrontOfMe) {
+    return { kind: 'needs_confirmation', request: lookup.request };
+  }
+  const context = decisionContext(proximity);
   const decision =
     choice.action === 'approve'
-      ? await approveWithPhrase(deps, row.request_id, user, choice.phrase)
-      : await denyRequest(deps, row.request_id, user.userId);
-  if (decision !== 'already_decided') deps.metrics.verificationDecisions.inc({ decision });
+      ? await approveWithPhrase(deps, row.request_id, user, choice.phrase, context)
+      : await denyRequest(deps, row.request_id, user.userId, context);
+  if (decision !== 'already_decided') {
+    deps.metrics.verificationDecisions.inc({ decision });
+    countDecision(deps, decision, proximity);
+  }
   return { kind: 'decided', decision, appName: row.client_name };
 }

@@ -28,6 +28,7 @@ const DENIAL_TEXT = {
   user_denied: 'the user denied the request',
   wrong_phrase: 'the user picked a confirmation phrase that was not shown on this device; the request was cancelled',
   user_banned: 'the user may not sign in',
+  policy: "the service's policy refused a request from where this one came from",
 } as const;
 
 /** Most polls' answer, the same every time: made once rather than on each of them. */
@@ -89,6 +90,7 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       reason: 'device_code',
       client_ip: context.ip,
       created_at: now,
+      details: redeemed.decision_context === null ? null : JSON.stringify(redeemed.decision_context),
     });
     // Signed before commit: if signing failed, the approval would roll back rather than be lost.
     const idToken = redeemed.scopes.includes('openid')
