@@ -3,6 +3,7 @@ import type { Deps } from '../deps.js';
 import { revokeAndCountChains } from '../oauth/chains.js';
 import { findClient } from '../repositories/clients.js';
 import { findLinkOfUser, listAppsWithLiveLinks, listLiveLinksOfUser } from '../repositories/device-links.js';
+import { listApprovedAwaitingDevice } from '../repositories/device-requests.js';
 
 /** A time as the pages show it: ISO 8601 for <time datetime>, and words for people. */
 export interface ShownTime {
@@ -34,6 +35,9 @@ export interface DeviceView {
   platformDescription: string | null;
   signedInAt: ShownTime;
   lastUsedAt: ShownTime;
+  /** Country and network of the address it signed in from, and of its latest use ("Germany · Deutsche Telekom AG"). */
+  signedInFrom: string | null;
+  lastUsedFrom: string | null;
   /** Completes the accessible name of the row's Sign out button. */
   label: string;
 }
@@ -47,14 +51,31 @@ export interface ConnectedAppView {
   lastUsedAt: ShownTime;
 }
 
+/** Approved, but the device has not yet picked up its tokens. */
+export interface WaitingDeviceView {
+  appName: string;
+  platformName: string | null;
+  approvedAt: ShownTime;
+}
+
 export interface DevicesPage {
   devices: DeviceView[];
+  waiting: WaitingDeviceView[];
   notice: string | null;
 }
 
 export interface ConnectedAppsPage {
   apps: ConnectedAppView[];
   notice: string | null;
+}
+
+/** "Germany · Deutsche Telekom AG", or what kind of address it was; null when none was recorded. */
+function placeText(deps: Deps, address: string | null): string | null {
+  if (address === null) return null;
+  const place = deps.geo.locate(address);
+  if (place.countryName === null) return place.kind === 'public' ? 'an unknown place' : `a ${place.kind === 'loopback' ? 'local' : place.kind} address`;
+  const where = place.city ? `${place.city}, ${place.countryName}` : place.countryName;
+  return place.network ? `${where} · ${place.network}` : where;
 }
 
 /** Every live chain of the user's TV / device apps and bots, most recently used first. */
@@ -69,6 +90,8 @@ export async function listDevices(deps: Deps, userId: string): Promise<DeviceVie
     platformDescription: row.platform_description,
     signedInAt: showTime(row.created_at),
     lastUsedAt: showTime(row.last_used_at),
+    signedInFrom: placeText(deps, row.signed_in_ip),
+    lastUsedFrom: placeText(deps, row.last_used_ip),
     label: row.platform_name === null ? row.client_name : `${row.client_name} (${row.platform_name})`,
   }));
 }
@@ -91,12 +114,17 @@ export async function listConnectedApps(deps: Deps, userId: string): Promise<Con
  * page claim anything untrue.
  */
 export async function devicesPage(deps: Deps, userId: string, shown: { signedOut?: string | undefined }): Promise<DevicesPage> {
-  const [devices, link] = await Promise.all([
+  const [devices, waiting, link] = await Promise.all([
     listDevices(deps, userId),
+    listApprovedAwaitingDevice(deps.db, userId, DEVICE_KINDS, deps.clock.now()),
     shown.signedOut === undefined ? undefined : findLinkOfUser(deps.db, userId, shown.signedOut),
   ]);
   const notice = link?.revoked_reason === 'signed_out_by_user' ? `Signed out ${link.client_name}.` : null;
-  return { devices, notice };
+  return {
+    devices,
+    waiting: waiting.map((row) => ({ appName: row.client_name, platformName: row.platform_name, approvedAt: showTime(row.decided_at ?? deps.clock.now()) })),
+    notice,
+  };
 }
 
 /** The Connected apps page. `removed` comes from the address; the notice is shown only while it is true. */

@@ -69,6 +69,8 @@ export async function listLiveLinksOfUser(db: Database, userId: string, kinds: r
       'l.platform_description',
       'l.created_at',
       'l.last_used_at',
+      'l.signed_in_ip',
+      'l.last_used_ip',
       'c.client_id',
       'c.name as client_name',
       'c.kind as client_kind',

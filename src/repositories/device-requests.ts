@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { asynchronousCommit } from '../db/asynchronous-commit.js';
 import { compiledOnce } from '../db/compiled-statement.js';
 import type { Database } from '../db/connect.js';
-import type { DeniedReason, DeviceRequestStatus, NewDeviceRequest } from '../db/schema.js';
+import type { ClientKind, DeniedReason, DeviceRequestStatus, NewDeviceRequest } from '../db/schema.js';
 
 /** What a code issuance stores; the platform texts are null when the device sent none. */
 type DeviceRequestValues = Pick<
@@ -216,4 +216,18 @@ export async function denyDeviceRequest(
     .where('expires_at', '>', now)
     .executeTakeFirst();
   return result.numUpdatedRows > 0n;
+}
+
+/** Requests the user approved whose device has not yet picked up its tokens (and still may). */
+export async function listApprovedAwaitingDevice(db: Database, userId: string, kinds: readonly ClientKind[], now: Date) {
+  return db
+    .selectFrom('device_requests as d')
+    .innerJoin('clients as c', 'c.client_id', 'd.client_id')
+    .select(['d.platform_name', 'd.decided_at', 'c.name as client_name', 'c.kind as client_kind'])
+    .where('d.user_id', '=', userId)
+    .where('d.status', '=', 'approved')
+    .where('d.expires_at', '>', now)
+    .where('c.kind', 'in', kinds)
+    .orderBy('d.decided_at', 'desc')
+    .execute();
 }

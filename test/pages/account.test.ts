@@ -154,8 +154,8 @@ describe('Devices page', () => {
     for (const device of [hostileTv, plainTv, botDevice]) {
       const stored = await link(device.linkId);
       const row = rowOf(page.body, 'link_id', device.linkId)!;
-      expect(row).toContain(`<dt>Signed in</dt>\n      <dd><time datetime="${stored.created_at.toISOString()}">${showTime(stored.created_at).text}</time></dd>`);
-      expect(row).toContain(`<dt>Last used</dt>\n      <dd><time datetime="${stored.last_used_at.toISOString()}">${showTime(stored.last_used_at).text}</time></dd>`);
+      expect(row).toContain(`<dt>Signed in</dt>\n      <dd><time datetime="${stored.created_at.toISOString()}">${showTime(stored.created_at).text}</time>, from a local address</dd>`);
+      expect(row).toContain(`<dt>Last used</dt>\n      <dd><time datetime="${stored.last_used_at.toISOString()}">${showTime(stored.last_used_at).text}</time>, from a local address</dd>`);
     }
     expect(showTime((await link(plainTv.linkId)).last_used_at).text).not.toBe(showTime((await link(plainTv.linkId)).created_at).text);
   });

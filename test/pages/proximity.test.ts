@@ -168,3 +168,24 @@ describe('where a request came from, on the approval page', () => {
     expect((await storedDecision(flow.user_code)).status).toBe('pending');
   });
 });
+
+describe('the Devices page', () => {
+  it('shows where each device signed in and was last used from, and an approved device not yet signed in as waiting', async () => {
+    const { tv, user } = await setUp();
+    const flow = await requestFrom(tv.clientId, TELEKOM_HOME);
+    const browser = await approverAt(TELEKOM_PHONE, user);
+    const page = await approvalPage(browser, flow.user_code);
+    expect((await decide(browser, page.body, { action: 'approve', phrase: flow.confirmation_phrase })).statusCode).toBe(200);
+    const waiting = await browser.get('/account/devices');
+    expect(waiting.body).toContain('<strong>Waiting for the device</strong>');
+    expect(waiting.body).toContain('No devices are signed in.');
+
+    t.clock.advance(flow.interval);
+    const poll = await t.app.inject({ method: 'POST', url: '/oauth/token', headers: FORM, remoteAddress: HETZNER, payload: form({ grant_type: DEVICE_GRANT, device_code: flow.device_code, client_id: tv.clientId }) });
+    expect(poll.statusCode).toBe(200);
+    const signedIn = await browser.get('/account/devices');
+    expect(signedIn.body).not.toContain('Waiting for the device');
+    expect(signedIn.body).toMatch(/Signed in<\/dt>\s*<dd><time[^>]*>[^<]*<\/time>, from Germany · Deutsche Telekom AG<\/dd>/);
+    expect(signedIn.body).toMatch(/Last used<\/dt>\s*<dd><time[^>]*>[^<]*<\/time>, from Germany · Hetzner Online GmbH<\/dd>/);
+  });
+});
