@@ -10,6 +10,7 @@ import { loggerOptions } from './lib/logging.js';
 import { viewsFolder } from './lib/paths.js';
 import { healthRoutes } from './http/health-routes.js';
 import { readServiceLogo } from './http/service-logo.js';
+import { GEO_DATA_CREDITS } from './geo/locate.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
@@ -78,7 +79,13 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   await app.register(view, {
     engine: { eta: new Eta({ views: viewsFolder, cache: true, autoEscape: true }) },
     templates: viewsFolder,
-    defaultContext: { issuer: deps.config.issuer, serviceName: deps.config.serviceName, serviceLogo: deps.config.serviceLogoUrl ?? null },
+    defaultContext: {
+      issuer: deps.config.issuer,
+      serviceName: deps.config.serviceName,
+      serviceLogo: deps.config.serviceLogoUrl ?? null,
+      // CC BY 4.0: pages that show the shipped data's results credit its makers.
+      geoCredits: GEO_DATA_CREDITS.filter((credit) => credit.licence.includes('CC BY')),
+    },
   });
   registerErrorHandler(app);
   registerGracefulClose(app);

@@ -68,6 +68,8 @@ describe('where a request came from, on the approval page', () => {
     expect(page.body).toContain('Requested 3 minutes ago from <strong>Germany</strong> on <strong>Deutsche Telekom AG</strong>.');
     expect(page.body).toContain(`<span class="address">${TELEKOM_HOME}</span>`);
     expect(page.body).toContain('This device appears to be on your network.');
+    // CC BY 4.0: the data's makers are credited where its results are shown.
+    expect(page.body).toContain('<a href="https://db-ip.com" rel="noopener noreferrer">DB-IP</a>');
     expect(page.body).not.toContain('phishing-warning');
     expect(page.body).not.toContain('in_front_of_me');
     const approved = await decide(browser, page.body, { action: 'approve', phrase: flow.confirmation_phrase });
