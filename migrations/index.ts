@@ -12,6 +12,7 @@ import * as deviceRequestsDoNotLockTheirApp from './2026-11-23T12-00-00_device_r
 import * as chainRowsDoNotRecheckTheirLink from './2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link.js';
 import * as introspectionIsAPermission from './2026-11-24T00-00-00_introspection_is_a_permission.js';
 import * as aRotatedSecretMayOverlap from './2026-11-24T01-00-00_a_rotated_secret_may_overlap.js';
+import * as platformIconsAreOurs from './2026-11-24T03-00-00_platform_icons_are_ours.js';
 
 /**
  * Every migration, by name, in order. A static list (rather than reading the folder) works the
@@ -31,4 +32,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link': chainRowsDoNotRecheckTheirLink,
   '2026-11-24T00-00-00_introspection_is_a_permission': introspectionIsAPermission,
   '2026-11-24T01-00-00_a_rotated_secret_may_overlap': aRotatedSecretMayOverlap,
+  '2026-11-24T03-00-00_platform_icons_are_ours': platformIconsAreOurs,
 };

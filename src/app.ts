@@ -9,6 +9,7 @@ import type { Deps } from './deps.js';
 import { loggerOptions } from './lib/logging.js';
 import { viewsFolder } from './lib/paths.js';
 import { healthRoutes } from './http/health-routes.js';
+import { iconRoutes } from './http/icon-routes.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
@@ -88,6 +89,8 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
 
   metricsRoutes(app, deps);
   healthRoutes(app, deps);
+  // Outside the pages: an image needs no session, so its requests parse no cookie.
+  iconRoutes(app, deps);
   discoveryRoutes(app, deps);
   deviceAuthorizationRoutes(app, deps);
   tokenRoutes(app, deps);

@@ -88,7 +88,7 @@ describe('POST /oauth/device/code (RFC 8628 §3.1, §3.2)', () => {
       created_at: now,
       expires_at: new Date(now.getTime() + 600_000),
     });
-    expect(again).toBe(false);
+    expect(again).toBeUndefined();
     // Typed again from the TV's old screen, the code still finds the denied request, not a new one.
     expect(await findDeviceRequestByUserCode(t.deps.db, hmac)).toMatchObject({ status: 'denied' });
   });

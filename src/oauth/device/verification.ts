@@ -3,6 +3,7 @@ import type { ClientKind } from '../../db/schema.js';
 import { approveDeviceRequest, denyDeviceRequest, findDeviceRequestByUserCode } from '../../repositories/device-requests.js';
 import { safeEqual } from '../../lib/random.js';
 import { SCOPE_DESCRIPTIONS } from '../scopes.js';
+import { iconPath } from './platform-icons.js';
 import { normaliseUserCode, requestHandle, userCodeHmac } from './user-code.js';
 
 /** Which verification page the user is on: bots have their own (/activate/bot). */
@@ -22,6 +23,7 @@ export interface PendingRequestView {
   scopes: { name: string; description: string }[];
   platformName: string | null;
   platformDescription: string | null;
+  /** The icon's path on our own origin once the server has stored it; null until then, or when the fetch failed. */
   platformIcon: string | null;
   phraseChoices: string[];
 }
@@ -58,7 +60,7 @@ function classify(deps: Deps, row: FoundRequest, userCode: string, page: Activat
       scopes: row.scopes.map((name) => ({ name, description: SCOPE_DESCRIPTIONS[name] ?? name })),
       platformName: row.platform_name,
       platformDescription: row.platform_description,
-      platformIcon: row.platform_icon,
+      platformIcon: row.platform_icon_sha256 === null ? null : iconPath(row.platform_icon_sha256),
       phraseChoices: row.phrase_choices,
     },
   };
