@@ -13,6 +13,7 @@ import * as chainRowsDoNotRecheckTheirLink from './2026-11-23T13-00-00_chain_row
 import * as introspectionIsAPermission from './2026-11-24T00-00-00_introspection_is_a_permission.js';
 import * as aRotatedSecretMayOverlap from './2026-11-24T01-00-00_a_rotated_secret_may_overlap.js';
 import * as clientChangesAreAnnounced from './2026-11-24T02-00-00_client_changes_are_announced.js';
+import * as platformIconsAreOurs from './2026-11-24T03-00-00_platform_icons_are_ours.js';
 import * as requestsRememberWhereTheyCameFrom from './2026-11-24T04-00-00_requests_remember_where_they_came_from.js';
 import * as decisionsRecordWhereBothSidesWere from './2026-11-24T05-00-00_decisions_record_where_both_sides_were.js';
 
@@ -35,6 +36,7 @@ export const migrations: Record<string, Migration> = {
   '2026-11-24T00-00-00_introspection_is_a_permission': introspectionIsAPermission,
   '2026-11-24T01-00-00_a_rotated_secret_may_overlap': aRotatedSecretMayOverlap,
   '2026-11-24T02-00-00_client_changes_are_announced': clientChangesAreAnnounced,
+  '2026-11-24T03-00-00_platform_icons_are_ours': platformIconsAreOurs,
   '2026-11-24T04-00-00_requests_remember_where_they_came_from': requestsRememberWhereTheyCameFrom,
   '2026-11-24T05-00-00_decisions_record_where_both_sides_were': decisionsRecordWhereBothSidesWere,
 };

@@ -11,6 +11,7 @@ import { viewsFolder } from './lib/paths.js';
 import { healthRoutes } from './http/health-routes.js';
 import { readServiceLogo } from './http/service-logo.js';
 import { GEO_DATA_CREDITS } from './geo/locate.js';
+import { iconRoutes } from './http/icon-routes.js';
 import { metricsRoutes } from './http/metrics-routes.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
@@ -107,6 +108,8 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
 
   metricsRoutes(app, deps);
   healthRoutes(app, deps);
+  // Outside the pages: an image needs no session, so its requests parse no cookie.
+  iconRoutes(app, deps);
   discoveryRoutes(app, deps);
   deviceAuthorizationRoutes(app, deps);
   tokenRoutes(app, deps);

@@ -118,11 +118,20 @@ const schema = z
         if (problem) context.addIssue({ code: 'custom', message: problem });
       }),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    ICON_FETCH_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
+    ICON_FETCH_ALLOW_LOOPBACK: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+    NODE_ENV: z.string().optional(),
   })
   // The admin API on a TCP port is reachable by whoever can reach the port: never without a token.
   .refine((env) => env.ADMIN_PORT === undefined || env.ADMIN_TOKEN !== undefined, {
     message: 'ADMIN_PORT needs ADMIN_TOKEN (at least 32 characters, e.g. `openssl rand -hex 32`); without it the admin API answers only on its Unix socket',
     path: ['ADMIN_PORT'],
+  })
+  // A test's icon server listens on loopback; in production the same switch would let any device
+  // make the server fetch from its own host.
+  .refine((env) => !(env.ICON_FETCH_ALLOW_LOOPBACK && env.NODE_ENV === 'production'), {
+    message: 'is for tests only and refused when NODE_ENV=production',
+    path: ['ICON_FETCH_ALLOW_LOOPBACK'],
   })
   .transform((env) => {
     const issuer = (env.ISSUER ?? `http://localhost:${env.PORT}`).replace(/\/+$/, '');
@@ -188,12 +197,19 @@ const schema = z
         queued: env.PASSWORD_CHECKS_QUEUED,
         perAddress: env.PASSWORD_CHECKS_PER_IP,
       },
+      iconFetch: {
+        /** Fetches of platform icons running at once; a request past it gets no icon. */
+        concurrency: env.ICON_FETCH_CONCURRENCY,
+        /** Tests only: loopback addresses count as public. */
+        allowLoopback: env.ICON_FETCH_ALLOW_LOOPBACK,
+      },
       purgeIntervalSeconds: env.PURGE_INTERVAL,
       purge: {
         batchSize: env.PURGE_BATCH_SIZE,
         maxBatches: 1000,
         linkRetentionSeconds: env.LINK_RETENTION,
         deviceRequestRetentionSeconds: 3600,
+        unusedIconRetentionSeconds: 3600,
       },
     };
   });

@@ -13,6 +13,8 @@ import { Housekeeping } from './oauth/housekeeping.js';
 import { describeUnavailable, isDatabaseUnavailable } from './db/unavailable.js';
 import { ensureServerSecret } from './repositories/server-secrets.js';
 import { GeoDatabaseError, loadGeo, type Geo } from './geo/locate.js';
+import { PlatformIcons } from './oauth/device/platform-icons.js';
+import { resolveWithSystem, type HostResolver } from './oauth/device/icon-fetch.js';
 
 /** Everything the domain needs, created once at start and passed down explicitly. */
 export interface Deps {
@@ -31,6 +33,8 @@ export interface Deps {
   geo: Geo;
   /** The purge: scheduled by the server, run on demand by the admin API. */
   housekeeping: Housekeeping;
+  /** Fetches devices' platform icons in the background and stores them. */
+  platformIcons: PlatformIcons;
   /** Releases what createDeps opened besides the database (the Redis connection, the client changes listener). */
   close(): Promise<void>;
 }
@@ -51,6 +55,8 @@ export async function createDeps(options: {
   config: Config;
   log: Logger;
   clock: Clock;
+  /** Test seams of the icon fetcher: a resolver that never leaves the machine, and the test server's certificate. */
+  iconFetching?: { resolve?: HostResolver; extraCertificates?: readonly string[] };
 }): Promise<Deps> {
   const { database, config, log, clock } = options;
   const geo = await loadGeo({ cityDatabase: config.geoipDatabase }).catch((error: unknown) => {
@@ -67,6 +73,18 @@ export async function createDeps(options: {
     if (run.outcome === 'done') log.info({ purged: run.purged }, 'purge done');
     // While the database is away this fails every tick: one line each, without a stack.
     else log.warn(isDatabaseUnavailable(error) ? describeUnavailable(error) : { err: error }, 'purge failed');
+  });
+  if (config.iconFetch.allowLoopback) {
+    log.warn('ICON_FETCH_ALLOW_LOOPBACK is on: any device can make this server fetch from its own host. For tests only.');
+  }
+  const platformIcons = new PlatformIcons(database.db, clock, log, metrics, {
+    concurrency: config.iconFetch.concurrency,
+    fetch: {
+      resolve: options.iconFetching?.resolve ?? resolveWithSystem,
+      addressRule: { allowLoopback: config.iconFetch.allowLoopback },
+      userAgent: `device-auth-icon-fetcher/1 (+${config.issuer})`,
+      extraCertificates: options.iconFetching?.extraCertificates,
+    },
   });
   // Last, so that nothing after it can fail and leave its connection open.
   const clients = new ClientDirectory(database.db, clock, log);
@@ -85,8 +103,10 @@ export async function createDeps(options: {
     clients,
     geo,
     housekeeping,
+    platformIcons,
     async close() {
       housekeeping.stop();
+      await platformIcons.close();
       await clients.close();
       await rateLimiter.close();
       await counters.close();

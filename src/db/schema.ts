@@ -67,6 +67,8 @@ export interface DeviceLinksTable {
   platform_name: string | null;
   platform_description: string | null;
   platform_icon: string | null;
+  /** The icon as the server fetched it (platform_icons), copied from the request at redemption. */
+  platform_icon_sha256: Uint8Array | null;
   auth_time: Timestamp;
   created_at: Timestamp;
   last_used_at: Timestamp;
@@ -88,7 +90,10 @@ export interface DeviceRequestsTable {
   scopes: string[];
   platform_name: string | null;
   platform_description: string | null;
+  /** The icon's URL as the device sent it; never shown, only fetched by the server. */
   platform_icon: string | null;
+  /** The icon once the server has fetched and stored it (platform_icons); null until then, or for good when the fetch failed. */
+  platform_icon_sha256: Generated<Uint8Array | null>;
   phrase: string;
   phrase_choices: string[];
   status: ColumnType<DeviceRequestStatus, DeviceRequestStatus | undefined, DeviceRequestStatus>;
@@ -147,6 +152,15 @@ export interface RateLimitCountersTable {
   hits: number;
 }
 
+/** Platform icons fetched by the server, named by the SHA-256 of their bytes. */
+export interface PlatformIconsTable {
+  sha256: Uint8Array;
+  content_type: string;
+  bytes: Uint8Array;
+  created_at: Timestamp;
+  last_used_at: Timestamp;
+}
+
 export interface DB {
   clients: ClientsTable;
   users: UsersTable;
@@ -159,6 +173,7 @@ export interface DB {
   access_tokens: AccessTokensTable;
   link_events: LinkEventsTable;
   rate_limit_counters: RateLimitCountersTable;
+  platform_icons: PlatformIconsTable;
 }
 
 export type ClientRow = Selectable<ClientsTable>;

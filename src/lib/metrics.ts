@@ -47,6 +47,12 @@ export function createMetrics(poolStats: () => PoolStats | null = () => null) {
       labelNames: ['decision', 'signal'] as const,
       registers: [registry],
     }),
+    platformIconFetches: new Counter({
+      name: 'device_auth_platform_icon_fetches_total',
+      help: 'Platform icons by outcome: stored (fetched), reused (fetched for the same URL a moment ago), dropped_busy (too many fetches at once), or why the fetch was refused',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
     chainRevocations: new Counter({
       name: 'device_auth_chain_revocations_total',
       help: 'Refresh chains revoked, by reason (reuse_detected counts refresh token reuse detections)',

@@ -5,6 +5,7 @@ import {
   deleteExpiredBrowserSessions,
   deleteExpiredDeviceRequests,
 } from '../repositories/purge.js';
+import { deleteUnusedPlatformIcons } from '../repositories/platform-icons.js';
 import { deleteStaleRateLimitCounters } from '../repositories/rate-limits.js';
 
 export interface PurgeOptions {
@@ -15,9 +16,14 @@ export interface PurgeOptions {
   linkRetentionSeconds: number;
   /** How long an expired device request is kept, so a late code entry still reads "expired". */
   deviceRequestRetentionSeconds: number;
+  /** How long a stored platform icon that nothing names is kept after it was last given to a request. */
+  unusedIconRetentionSeconds: number;
 }
 
-export type PurgeCounts = Record<'deviceRequests' | 'browserSessions' | 'accessTokens' | 'links' | 'rateLimitCounters', number>;
+export type PurgeCounts = Record<
+  'deviceRequests' | 'browserSessions' | 'accessTokens' | 'links' | 'rateLimitCounters' | 'platformIcons',
+  number
+>;
 
 /** Rate limit windows are minutes long; a counter a day old can count nothing any more. */
 const RATE_LIMIT_COUNTER_RETENTION_SECONDS = 86400;
@@ -46,6 +52,8 @@ export async function purgeExpired(db: Database, now: Date, options: PurgeOption
     accessTokens: await inBatches(() => deleteExpiredAccessTokens(db, now, size), options),
     links: await inBatches(() => deleteEndedLinks(db, ago(options.linkRetentionSeconds), size), options),
     rateLimitCounters: await inBatches(() => deleteStaleRateLimitCounters(db, ago(RATE_LIMIT_COUNTER_RETENTION_SECONDS), size), options),
+    // Last: the requests and links deleted above may have been the last to name an icon.
+    platformIcons: await inBatches(() => deleteUnusedPlatformIcons(db, ago(options.unusedIconRetentionSeconds), size), options),
   };
 }
 

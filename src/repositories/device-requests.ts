@@ -41,8 +41,8 @@ const insertDeviceRequestStatement = compiledOnce<{ request_id: string }, Device
 );
 
 /**
- * Inserts a request while its app is enabled, in one statement. Returns false when nothing was
- * inserted: the user code is one a kept request already has, or the app is disabled.
+ * Inserts a request while its app is enabled, in one statement. Returns its id, or undefined when
+ * nothing was inserted: the user code is one a kept request already has, or the app is disabled.
  *
  * The app is read here, not locked: no foreign key makes each issuance lock the one row that all
  * of an app's issuances share (migration 2026-11-23T12-00-00_device_requests_do_not_lock_their_app).
@@ -50,8 +50,9 @@ const insertDeviceRequestStatement = compiledOnce<{ request_id: string }, Device
  * Written as SQL rather than with the query builder: on the code issuance path, building this
  * statement's query tree cost about a sixth of the server's CPU (npm run bench -- --profile).
  */
-export async function insertDeviceRequest(db: Database, request: DeviceRequestValues): Promise<boolean> {
-  return (await insertDeviceRequestStatement(db, request)).rows.length > 0;
+export async function insertDeviceRequest(db: Database, request: DeviceRequestValues): Promise<string | undefined> {
+  const inserted = (await insertDeviceRequestStatement(db, request)).rows[0];
+  return inserted && String(inserted.request_id);
 }
 
 export interface PollOutcome {
@@ -118,7 +119,19 @@ export async function redeemApprovedRequest(db: Database, requestId: string, now
     .where('request_id', '=', requestId)
     .where('status', '=', 'approved')
     .where('expires_at', '>', now)
-    .returning(['request_id', 'user_id', 'client_id', 'scopes', 'platform_name', 'platform_description', 'platform_icon', 'auth_time', 'requester_ip', 'decision_context'])
+    .returning([
+      'request_id',
+      'user_id',
+      'client_id',
+      'scopes',
+      'platform_name',
+      'platform_description',
+      'platform_icon',
+      'platform_icon_sha256',
+      'auth_time',
+      'requester_ip',
+      'decision_context',
+    ])
     .executeTakeFirst();
 }
 
@@ -150,7 +163,7 @@ export async function findDeviceRequestByUserCode(db: Database, userCodeHmac: Ui
       'd.scopes',
       'd.platform_name',
       'd.platform_description',
-      'd.platform_icon',
+      'd.platform_icon_sha256',
       'd.phrase',
       'd.phrase_choices',
       'c.client_id',

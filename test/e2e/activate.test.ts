@@ -7,7 +7,6 @@ import {
   expectHeading,
   expectTokens,
   expectVisible,
-  ICON_URL,
   openPage,
   pagePath,
   phraseLabels,
@@ -25,7 +24,6 @@ const suite = useE2e(seedTvAndBot);
 const PLATFORM = {
   platform_name: 'Kitchen TV',
   platform_description: 'A 55-inch television by the fridge',
-  platform_icon: ICON_URL,
 };
 
 const startTv = (extra: Record<string, string> = {}) => startDeviceFlow(suite.e2e.t, suite.tv.clientId, extra);
@@ -62,7 +60,9 @@ async function reachApproval(page: Page, started: DeviceAuthorizationResponse, n
 describe('a person at the device page', () => {
   it('signs in, enters the code, picks the phrase and approves: the device gets tokens', async () => {
     const { page, requests } = await signedInAtCodeStep('approve');
-    const started = await startTv(PLATFORM);
+    const iconUrl = suite.e2e.iconServer.url('/tv.png');
+    const started = await startTv({ ...PLATFORM, platform_icon: iconUrl });
+    await suite.e2e.t.deps.platformIcons.settled();
     const phrases = await reachApproval(page, started, 'approve');
 
     // The app name, the phrase choices and each Unverified mark are on screen, and stand out.
@@ -82,19 +82,25 @@ describe('a person at the device page', () => {
     });
     expect(sizes.appName).toBeGreaterThan(sizes.body);
     expect(sizes.phrase).toBeGreaterThan(sizes.body);
-    // The icon really loaded (the page's CSP lets https images in).
+    // The icon really loaded, from our own origin (the page's CSP allows no other).
     expect(await icon.evaluate((img: HTMLImageElement) => img.complete && img.naturalWidth > 0)).toBe(true);
+    expect(new URL(await icon.evaluate((img: HTMLImageElement) => img.currentSrc)).origin).toBe(suite.e2e.origin);
 
     await pickPhraseAndPress(page, started.confirmation_phrase, 'Approve');
     await expectVisible(page.getByRole('status').getByText('is now connected to your account. You can close this window and return to your device.'));
     await screenshot(page, 'approve-4-connected');
     await expectTokens(await devicePoll(suite.e2e, suite.tv.clientId, started));
 
-    // Pages load nothing from other hosts but the platform icon, and send it no referrer.
+    // The page made no request to the device's host, nor to any other origin: the device's host
+    // heard from the server alone, once, never with the user's cookies or browser.
     const foreign = requests.filter((request) => new URL(request.url()).origin !== suite.e2e.origin);
-    expect(foreign.map((request) => request.url())).toEqual([ICON_URL]);
-    expect(await foreign[0]!.headerValue('referer')).toBeNull();
-    expect(requests.length).toBeGreaterThan(foreign.length);
+    expect(foreign.map((request) => request.url())).toEqual([]);
+    expect(requests.some((request) => new URL(request.url()).pathname.startsWith('/icons/'))).toBe(true);
+    const heard = suite.e2e.iconServer.requests.filter((request) => request.path === '/tv.png');
+    expect(heard).toHaveLength(1);
+    expect(heard[0]?.headers['user-agent']).toMatch(/^device-auth-icon-fetcher\//);
+    expect(heard[0]?.headers.cookie).toBeUndefined();
+    expect(heard[0]?.headers.referer).toBeUndefined();
   });
 
   it('picks a wrong phrase: the request is cancelled and the device hears access_denied', async () => {

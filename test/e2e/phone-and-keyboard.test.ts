@@ -6,7 +6,6 @@ import {
   expectHeading,
   expectTokens,
   expectVisible,
-  ICON_URL,
   openPage,
   pickPhraseAndPress,
   screenshot,
@@ -21,11 +20,11 @@ import { startDeviceFlow } from '../helpers/device.js';
 const suite = useE2e(async (t) => ({ tv: await seedClient(t, { kind: 'tv', name: 'TheLivingRoomTelevisionOnTheSecondFloorNextToTheWindow' }) }));
 
 /** Platform fields at their longest, without spaces: the worst case for a narrow screen. */
-const LONG_PLATFORM = {
+const longPlatform = () => ({
   platform_name: 'K'.repeat(64),
   platform_description: `${'Kitchen-television-by-the-fridge-'.repeat(7)}end`,
-  platform_icon: `${ICON_URL}?${'size=48&'.repeat(20)}`,
-};
+  platform_icon: suite.e2e.iconServer.url(`/tv.png?${'size=48&'.repeat(20)}`),
+});
 
 describe('on a 360 px wide phone', () => {
   const PHONE = { viewport: { width: 360, height: 740 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 };
@@ -37,7 +36,8 @@ describe('on a 360 px wide phone', () => {
 
   it('signs in, enters the code, picks the phrase and approves without ever scrolling sideways', async () => {
     const { page } = await openPage(suite.e2e, PHONE);
-    const started = await startDeviceFlow(suite.e2e.t, suite.tv.clientId, LONG_PLATFORM);
+    const started = await startDeviceFlow(suite.e2e.t, suite.tv.clientId, longPlatform());
+    await suite.e2e.t.deps.platformIcons.settled();
     await page.goto(`${suite.e2e.origin}/activate`);
     await expectNoSideways(page, '1-signin');
     await signInHere(page, await seedUser(suite.e2e.t));

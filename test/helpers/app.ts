@@ -7,6 +7,7 @@ import { ManualClock } from '../../src/lib/clock.js';
 import { loggerOptions } from '../../src/lib/logging.js';
 import { createClient } from '../../src/oauth/clients.js';
 import { createUser } from '../../src/accounts/users.js';
+import type { HostResolver } from '../../src/oauth/device/icon-fetch.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 
 export interface TestApp {
@@ -37,7 +38,17 @@ export interface TestAppOptions {
   logSink?: (line: string) => void;
   /** Reuse a database (several instances on one database); it is not dropped by close(). */
   database?: TestDatabase;
+  /** How the icon fetcher finds hosts and whom it trusts; by default it finds none (below). */
+  iconFetching?: { resolve?: HostResolver; extraCertificates?: readonly string[] };
 }
+
+/**
+ * Tests send icon URLs of hosts that do not exist, and must never reach the network: without an
+ * icon server of their own (helpers/icon-server.ts), no host name or address is resolved.
+ */
+export const resolveNothing: HostResolver = async (hostname) => {
+  throw Object.assign(new Error(`no name resolution in tests: ${hostname}`), { code: 'ENOTFOUND' });
+};
 
 /** The whole application on a fresh database, with a clock the test moves by hand. */
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -47,7 +58,13 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const log = options.logSink
     ? pino(loggerOptions('trace'), { write: (line: string) => options.logSink?.(line) })
     : pino({ level: 'silent' });
-  const deps = await createDeps({ database: database.handle, config, log, clock });
+  const deps = await createDeps({
+    database: database.handle,
+    config,
+    log,
+    clock,
+    iconFetching: { resolve: resolveNothing, ...options.iconFetching },
+  });
   const app = await buildApp(deps, { logger: options.logSink ? log : false });
   await app.ready();
   return {

@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import type { DeviceAuthorizationResponse } from '../../src/oauth/device/authorization.js';
 import { seedClient, startTestApp, type TestApp } from './app.js';
 import { poll } from './device.js';
+import { fetchingFrom, pngHandler, startIconServer, type IconServer } from './icon-server.js';
 import { freePort } from './server-process.js';
 
 /** Debian's package; `.ci/run` installs it when missing. Never a downloaded browser. */
@@ -23,11 +24,6 @@ const CHROMIUM_ARGS = [
 
 export const SCREENSHOTS = fileURLToPath(new URL('../../test-artifacts/screenshots/', import.meta.url));
 
-/** The one host of another origin a page may load from: stands for a device's platform icon. */
-export const ICON_HOST = 'icons.invalid';
-export const ICON_URL = `https://${ICON_HOST}/tv.png`;
-/** A 1×1 PNG in the accent blue, shown at 48×48. */
-const ICON_PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGPgDr8AAAGjATO977V+AAAAAElFTkSuQmCC', 'base64');
 
 /** Bounds every wait on a page: a missing element fails the test in seconds, not at the test timeout. */
 const ACTION_TIMEOUT_MS = 10_000;
@@ -36,6 +32,8 @@ export interface E2e {
   t: TestApp;
   /** http://127.0.0.1:PORT, also the ISSUER, so every URL the server hands out points here. */
   origin: string;
+  /** The devices' icon host (https, loopback), fetched from by the server only; /tv.png is an icon. */
+  iconServer: IconServer;
   browser: Browser;
   /** Closes every page opened since the last call: each test starts without cookies. */
   closePages(): Promise<void>;
@@ -46,19 +44,24 @@ export interface E2e {
 export async function startE2e(): Promise<E2e> {
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
-  const t = await startTestApp({ env: { ISSUER: origin } });
+  const iconServer = await startIconServer();
+  iconServer.route('/tv.png', pngHandler);
+  const fetching = fetchingFrom(iconServer);
+  const t = await startTestApp({ ...fetching, env: { ...fetching.env, ISSUER: origin } });
   await t.app.listen({ port, host: '127.0.0.1' });
   let browser: Browser;
   try {
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, timeout: 30_000 });
   } catch (error) {
     await t.close();
+    await iconServer.close();
     throw new Error(`cannot start Chromium at ${CHROMIUM} (apt-get install -y chromium): ${String(error)}`);
   }
   mkdirSync(SCREENSHOTS, { recursive: true });
   return {
     t,
     origin,
+    iconServer,
     browser,
     async closePages() {
       for (const context of browser.contexts()) await context.close();
@@ -66,6 +69,7 @@ export async function startE2e(): Promise<E2e> {
     async close() {
       await browser.close();
       await t.close();
+      await iconServer.close();
     },
   };
 }
@@ -102,8 +106,8 @@ export interface TestPage {
 }
 
 /**
- * A fresh browser context (no cookies) with one page, closed by e2e.closePages(). Nothing leaves loopback: the icon host is
- * answered with a tiny PNG, any other host is refused, and both are recorded for the test to see.
+ * A fresh browser context (no cookies) with one page, closed by e2e.closePages(). Nothing leaves loopback: a request to
+ * any other origin (a device's icon host included) is refused, and recorded for the test to see.
  */
 export async function openPage(e2e: E2e, options: BrowserContextOptions = {}): Promise<TestPage> {
   const context = await e2e.browser.newContext({ viewport: { width: 1024, height: 768 }, ...options });
@@ -113,10 +117,7 @@ export async function openPage(e2e: E2e, options: BrowserContextOptions = {}): P
   context.on('request', (request) => requests.push(request));
   await context.route(
     (url) => url.origin !== e2e.origin,
-    (route) =>
-      new URL(route.request().url()).hostname === ICON_HOST
-        ? route.fulfill({ status: 200, contentType: 'image/png', body: ICON_PNG })
-        : route.abort('blockedbyclient'),
+    (route) => route.abort('blockedbyclient'),
   );
   const page = await context.newPage();
   return { page, requests };

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicAuth, FORM, startTestApp, type TestApp } from '../helpers/app.js';
+import { basicAuth, FORM, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
+import { Browser, signedInBrowser } from '../helpers/browser.js';
 
 // Every kind of answer: JSON, a page, a redirect, OAuth errors, a refused body type, a 404.
 const requests = [
@@ -34,5 +35,28 @@ describe('Strict-Transport-Security', () => {
     const res = await http.app.inject({ ...request });
     expect(res.statusCode).toBe(status);
     expect(res.headers['strict-transport-security']).toBeUndefined();
+  });
+});
+
+describe('Content-Security-Policy of pages', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp();
+  });
+  afterAll(() => t.close());
+
+  it("images load from our own origin only: img-src is 'self', and no directive names a remote host or scheme", async () => {
+    const signedIn = await signedInBrowser(t, await seedUser(t));
+    const pages = [
+      ['sign-in page', await new Browser(t).get('/signin')],
+      ['code step', await signedIn.get('/activate')],
+      ['Devices page', await signedIn.get('/account/devices')],
+      ['404 page', await signedIn.get('/no/such/page')],
+    ] as const;
+    for (const [name, res] of pages) {
+      const directives = String(res.headers['content-security-policy']).split(';').map((d) => d.trim());
+      expect(directives.filter((d) => d.startsWith('img-src')), name).toEqual(["img-src 'self'"]);
+      for (const directive of directives) expect(directive, name).not.toMatch(/https?:|\*|data:/);
+    }
   });
 });

@@ -90,7 +90,7 @@ describe('POST /oauth/device/code (RFC 8628 §3.1, §3.2)', () => {
       requester_ip: '127.0.0.1',
       requester_user_agent: null,
     });
-    expect(again).toBe(false);
+    expect(again).toBeUndefined();
     // Typed again from the TV's old screen, the code still finds the denied request, not a new one.
     expect(await findDeviceRequestByUserCode(t.deps.db, hmac)).toMatchObject({ status: 'denied' });
   });

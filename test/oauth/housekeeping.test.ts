@@ -13,7 +13,13 @@ let t: TestApp;
 let clientId: string;
 let user: { userId: string; email: string; password: string };
 
-const options: PurgeOptions = { batchSize: 2, maxBatches: 100, linkRetentionSeconds: 86400, deviceRequestRetentionSeconds: 3600 };
+const options: PurgeOptions = {
+  batchSize: 2,
+  maxBatches: 100,
+  linkRetentionSeconds: 86400,
+  deviceRequestRetentionSeconds: 3600,
+  unusedIconRetentionSeconds: 3600,
+};
 
 const count = async (table: 'device_requests' | 'browser_sessions' | 'access_tokens' | 'device_links' | 'refresh_tokens' | 'link_events') =>
   Number((await t.deps.db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);

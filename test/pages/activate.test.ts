@@ -1,22 +1,30 @@
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findDeviceRequestByUserCode } from '../../src/repositories/device-requests.js';
 import { userCodeHmac } from '../../src/oauth/device/user-code.js';
 import { basicAuth, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { Browser, inputValue, phraseChoices, signedInBrowser } from '../helpers/browser.js';
 import { poll, startDeviceFlow } from '../helpers/device.js';
+import { fetchingFrom, ICON_HOST, ICON_PNG, pngHandler, startIconServer, type IconServer } from '../helpers/icon-server.js';
 
 let t: TestApp;
 let tv: { clientId: string };
 let bot: { clientId: string; clientSecret: string | null };
 let browser: Browser;
+let iconServer: IconServer;
 
 beforeAll(async () => {
-  t = await startTestApp();
+  iconServer = await startIconServer();
+  iconServer.route('/tv.png', pngHandler);
+  t = await startTestApp(fetchingFrom(iconServer));
   tv = await seedClient(t, { kind: 'tv', name: 'Living Room TV' });
   bot = await seedClient(t, { kind: 'bot', type: 'confidential', name: 'Helper Bot' });
   browser = await signedInBrowser(t, await seedUser(t));
 });
-afterAll(() => t.close());
+afterAll(async () => {
+  await t.close();
+  await iconServer.close();
+});
 
 const startTv = (extra: Record<string, string> = {}) => startDeviceFlow(t, tv.clientId, extra);
 const startBot = () => startDeviceFlow(t, bot.clientId, {}, { authorization: basicAuth(bot.clientId, bot.clientSecret!) });
@@ -166,12 +174,19 @@ describe('code step', () => {
 });
 
 describe('approval step', () => {
-  const platform = {
+  const platform = () => ({
     scope: 'openid profile email offline_access',
     platform_name: '<script>alert(1)</script>',
     platform_description: 'Kitchen tablet "by the fridge" & <b>friends</b>',
-    platform_icon: 'https://icons.example.test/tv.png?size=48&x="onerror="alert(1)',
-  };
+    platform_icon: iconServer.url('/tv.png?size=48&x="onerror="alert(1)'),
+  });
+
+  /** A request with every platform field, once the server has fetched its icon. */
+  async function startTvWithPlatform() {
+    const started = await startTv(platform());
+    await t.deps.platformIcons.settled();
+    return started;
+  }
 
   it('says how long the code still works and what to do when it runs out; asks a bot\'s owner what their bot shows', async () => {
     const { user_code } = await startTv();
@@ -186,7 +201,7 @@ describe('approval step', () => {
   });
 
   it('shows the app name, the scopes in plain words and each platform field marked Unverified', async () => {
-    const { user_code } = await startTv(platform);
+    const { user_code } = await startTvWithPlatform();
     const res = await enterCode(user_code);
     expect(res.statusCode).toBe(200);
     expect(res.body).toContain('<p class="app-name" id="app-name">Living Room TV</p>');
@@ -199,20 +214,28 @@ describe('approval step', () => {
   });
 
   it('escapes every platform field: no markup or attribute of the device reaches the page', async () => {
-    const { user_code } = await startTv(platform);
+    const { user_code } = await startTvWithPlatform();
     const res = await enterCode(user_code);
     expect(res.body).not.toContain('<script>');
     expect(res.body).not.toContain('<b>');
     expect(res.body).not.toContain('"onerror="');
   });
 
-  it('shows the icon as an image sent without a referrer, marked Unverified', async () => {
-    const { user_code } = await startTv(platform);
+  it('shows the icon the server fetched, from our own origin, never the device\'s URL, marked Unverified', async () => {
+    const { user_code } = await startTvWithPlatform();
     const res = await enterCode(user_code);
     const img = /<img [^>]*>/.exec(res.body)?.[0] ?? '';
-    expect(img).toContain('src="https://icons.example.test/tv.png?size=48&amp;x=&quot;onerror=&quot;alert(1)"');
-    expect(img).toContain('referrerpolicy="no-referrer"');
+    expect(img).toContain(`src="/icons/${createHash('sha256').update(ICON_PNG).digest('hex')}"`);
+    expect(res.body).not.toContain(ICON_HOST);
     expect(res.body).toMatch(/<img [^>]*> <span class="unverified">Unverified<\/span>/);
+  });
+
+  it('an icon the server could not fetch is not shown at all', async () => {
+    const { user_code } = await startTv({ ...platform(), platform_icon: iconServer.url('/missing.png') });
+    await t.deps.platformIcons.settled();
+    const res = await enterCode(user_code);
+    expect(res.body).not.toContain('<img');
+    expect(res.body.match(/<span class="unverified">Unverified<\/span>/g)).toHaveLength(2);
   });
 
   it('without platform fields there is nothing to mark and no image', async () => {

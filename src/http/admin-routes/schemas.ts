@@ -87,6 +87,7 @@ const purgedCounts = z.object({
   accessTokens: z.number(),
   links: z.number(),
   rateLimitCounters: z.number(),
+  platformIcons: z.number(),
 });
 export const purged = purgedCounts;
 

@@ -1,13 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 
 /**
- * Pages load nothing from other hosts but the unverified platform icon (an https image, sent
- * without a referrer), cannot be framed (clickjacking) and run no script.
+ * Pages load nothing from other hosts, not even a device's icon (the server fetched it and serves
+ * it from /icons: the device's host never learns who looks), cannot be framed (clickjacking) and
+ * run no script.
  */
 export const PAGE_CSP = [
   "default-src 'none'",
   "style-src 'self'",
-  "img-src 'self' https:",
+  "img-src 'self'",
   "form-action 'self'",
   "frame-ancestors 'none'",
   "base-uri 'none'",

@@ -67,7 +67,7 @@ export async function requestDeviceAuthorization(
 
   for (let attempt = 0; attempt < USER_CODE_ATTEMPTS; attempt++) {
     const userCode = generateUserCode();
-    const stored = await insertDeviceRequest(deps.db, {
+    const requestId = await insertDeviceRequest(deps.db, {
       device_code_hash: deviceCode.hash,
       user_code_hmac: userCodeHmac(deps.secrets.userCodeKey, userCode),
       client_id: client.clientId,
@@ -81,11 +81,13 @@ export async function requestDeviceAuthorization(
       requester_ip: origin.ip,
       requester_user_agent: storedUserAgent(origin.userAgent),
     });
-    if (!stored) {
+    if (requestId === undefined) {
       // Disabled since it was identified, or the user code is taken: only the first needs a look.
       await refuseIfDisabled(deps.clients, client);
       continue;
     }
+    // Never awaited: the device's host may take its two seconds, the device gets its code now.
+    if (platform.platform_icon !== null) deps.platformIcons.giveLater(requestId, platform.platform_icon);
     deps.metrics.deviceCodesIssued.inc({ client_kind: client.kind });
     const e = endpoints(config.issuer);
     const verificationUri = client.kind === 'bot' ? e.activateBot : e.activate;

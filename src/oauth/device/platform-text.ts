@@ -37,7 +37,7 @@ export function validatePlatformText(field: PlatformField, value: string | undef
   return value;
 }
 
-/** The icon is shown as an image on the approval page, so it must be an absolute https URL. */
+/** The server fetches the icon (icon-fetch.ts), only over https and never with credentials. */
 export function validatePlatformIcon(value: string | undefined): string | null {
   const text = validatePlatformText('platform_icon', value);
   if (text === null) return null;

@@ -3,6 +3,7 @@ import type { ClientKind } from '../../db/schema.js';
 import { approveDeviceRequest, denyDeviceRequest, findDeviceRequestByUserCode } from '../../repositories/device-requests.js';
 import { safeEqual } from '../../lib/random.js';
 import { SCOPE_DESCRIPTIONS } from '../scopes.js';
+import { iconPath } from './platform-icons.js';
 import { normaliseUserCode, requestHandle, userCodeHmac } from './user-code.js';
 import { assessProximity, type ProximityAssessment } from './proximity.js';
 
@@ -23,6 +24,7 @@ export interface PendingRequestView {
   scopes: { name: string; description: string }[];
   platformName: string | null;
   platformDescription: string | null;
+  /** The icon's path on our own origin once the server has stored it; null until then, or when the fetch failed. */
   platformIcon: string | null;
   phraseChoices: string[];
   /** When the code stops working (WCAG 2.2 SC 2.2.1: the page says how long is left). */
@@ -70,7 +72,7 @@ function classify(deps: Deps, row: FoundRequest, userCode: string, page: Activat
       scopes: row.scopes.map((name) => ({ name, description: SCOPE_DESCRIPTIONS[name] ?? name })),
       platformName: row.platform_name,
       platformDescription: row.platform_description,
-      platformIcon: row.platform_icon,
+      platformIcon: row.platform_icon_sha256 === null ? null : iconPath(row.platform_icon_sha256),
       phraseChoices: row.phrase_choices,
       expiresAt: row.expires_at,
       requestedAt: row.created_at,

@@ -72,6 +72,8 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       platform_name: redeemed.platform_name,
       platform_description: redeemed.platform_description,
       platform_icon: redeemed.platform_icon,
+      // An icon still being fetched at redemption (a few seconds at most) stays off the link.
+      platform_icon_sha256: redeemed.platform_icon_sha256,
       auth_time: redeemed.auth_time,
       created_at: now,
       last_used_at: now,
