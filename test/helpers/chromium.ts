@@ -41,13 +41,13 @@ export interface E2e {
 }
 
 /** The app listening on loopback with a manual clock, and a headless Chromium to drive it. */
-export async function startE2e(): Promise<E2e> {
+export async function startE2e(env: Record<string, string> = {}): Promise<E2e> {
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
   const iconServer = await startIconServer();
   iconServer.route('/tv.png', pngHandler);
   const fetching = fetchingFrom(iconServer);
-  const t = await startTestApp({ ...fetching, env: { ...fetching.env, ISSUER: origin } });
+  const t = await startTestApp({ ...fetching, env: { ...fetching.env, ...env, ISSUER: origin } });
   await t.app.listen({ port, host: '127.0.0.1' });
   let browser: Browser;
   try {
@@ -80,10 +80,10 @@ export type Suite<S> = { e2e: E2e } & S;
  * Registers a test file's hooks: one app (seeded once) and one browser for all its tests, each
  * test's pages closed after it. The returned object is filled in before the first test runs.
  */
-export function useE2e<S extends object>(seed: (t: TestApp) => Promise<S>): Suite<S> {
+export function useE2e<S extends object>(seed: (t: TestApp) => Promise<S>, env: Record<string, string> = {}): Suite<S> {
   const suite = {} as Suite<S>;
   beforeAll(async () => {
-    suite.e2e = await startE2e();
+    suite.e2e = await startE2e(env);
     Object.assign(suite, await seed(suite.e2e.t));
   });
   afterEach(() => suite.e2e?.closePages());
