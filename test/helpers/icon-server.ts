@@ -32,8 +32,10 @@ export interface IconServer {
   route(path: string, handler: IconHandler): void;
   /** icons.test and the names given to `names` resolve as told; an IP literal is itself; anything else is unknown. */
   resolve: HostResolver;
-  /** Further names for `resolve`, e.g. one that resolves to a private address. */
-  names: Map<string, string[]>;
+  /** Further names for `resolve`, e.g. one that resolves to a private address, or differently each time. */
+  names: Map<string, string[] | (() => string[])>;
+  /** Every name `resolve` was asked for, in order. */
+  resolutions: string[];
   /** The server's self-signed certificate, to be trusted by the fetcher under test. */
   certificate: string;
   close(): Promise<void>;
@@ -84,7 +86,8 @@ export async function startIconServer(): Promise<IconServer> {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
-  const names = new Map<string, string[]>([[ICON_HOST, ['127.0.0.1']]]);
+  const names = new Map<string, string[] | (() => string[])>([[ICON_HOST, ['127.0.0.1']]]);
+  const resolutions: string[] = [];
   return {
     origin: `https://${ICON_HOST}:${port}`,
     port,
@@ -92,12 +95,14 @@ export async function startIconServer(): Promise<IconServer> {
     requests,
     route: (path, handler) => void routes.set(path, handler),
     names,
+    resolutions,
     async resolve(hostname) {
+      resolutions.push(hostname);
       const family = isIP(hostname);
       if (family !== 0) return [{ address: hostname, family }];
-      const addresses = names.get(hostname);
-      if (!addresses) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
-      return addresses.map((address) => ({ address, family: isIP(address) }));
+      const answer = names.get(hostname);
+      if (!answer) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
+      return (typeof answer === 'function' ? answer() : answer).map((address) => ({ address, family: isIP(address) }));
     },
     certificate: cert,
     async close() {

@@ -192,6 +192,20 @@ describe('the platform icon is fetched by the server and served from its own ori
     ]);
   });
 
+  it('DNS rebinding finds nothing to rebind: the name is resolved once, and the connection goes to the address that was checked', async () => {
+    server.route('/rebind.png', pngHandler);
+    const host = `rebind.${ICON_HOST}`;
+    // The first answer is allowed; any later one would point into the private network.
+    let answers = 0;
+    server.names.set(host, () => (answers++ === 0 ? ['127.0.0.1'] : ['10.0.0.1']));
+    server.resolutions.length = 0;
+    const { user_code } = await requestWithIcon(s.t, s.tv.clientId, server.url('/rebind.png', host));
+    expect(await iconOnApprovalPage(s.browser, user_code)).toBe(ICON_PATH);
+    expect(server.resolutions).toEqual([host]);
+    // The certificate was checked against the name, sent by SNI: the host header names it too.
+    expect(server.requests.map((r) => r.headers.host)).toEqual([`${host}:${server.port}`]);
+  });
+
   it('/icons answers 404 for an icon it does not have, and for any other name', async () => {
     for (const name of ['0'.repeat(64), sha256Hex(ICON_PNG).toUpperCase(), sha256Hex(ICON_PNG).slice(1), 'tv.png', `${sha256Hex(ICON_PNG)}.png`]) {
       const res = await s.t.app.inject({ method: 'GET', url: `/icons/${name}` });
@@ -311,6 +325,13 @@ describe('a refused icon: no icon, and the device request still succeeds', () =>
     } finally {
       await untrusting.close();
     }
+  });
+
+  it('a certificate that does not name the URL\'s host, though it names the address connected to', async () => {
+    server.names.set('elsewhere.test', ['127.0.0.1']);
+    const url = `https://elsewhere.test:${server.port}/tv.png`;
+    expect(await outcomesOf(s.t, () => requestWithIcon(s.t, s.tv.clientId, url))).toEqual({ connection_failed: 1 });
+    expect(server.requests).toEqual([]);
   });
 
   it('an http:// icon URL is refused with the request itself, as before', async () => {
