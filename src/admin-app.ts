@@ -14,6 +14,7 @@ import { ZodError } from 'zod';
 import type { Deps } from './deps.js';
 import { describeUnavailable, isDatabaseUnavailable } from './db/unavailable.js';
 import { loggerOptions } from './lib/logging.js';
+import { registerStrictUrl, strictQueryParser } from './http/plugins/strict-input.js';
 import { packageVersion } from './lib/paths.js';
 import { adminClientRoutes } from './http/admin-routes/clients.js';
 import { adminEventRoutes } from './http/admin-routes/events.js';
@@ -54,7 +55,12 @@ export async function buildAdminApp(deps: Deps, options: AdminAppOptions): Promi
     bodyLimit: 64 * 1024,
     requestIdHeader: false,
     genReqId: () => crypto.randomUUID(),
-    routerOptions: { ignoreTrailingSlash: true },
+    // The public app's strict query parser: bytes that are not UTF-8 are refused, not rewritten.
+    routerOptions: { ignoreTrailingSlash: true, querystringParser: strictQueryParser },
+    // A path that is not UTF-8 is refused by the router itself, before any hook: a problem too.
+    frameworkErrors: (error, _request, reply) => {
+      sendProblem(reply, new Problem(400, 'about:blank', 'Bad request', error.message.slice(0, 200)));
+    },
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -84,6 +90,8 @@ export async function buildAdminApp(deps: Deps, options: AdminAppOptions): Promi
     }
     done();
   });
+
+  registerStrictUrl(app as unknown as FastifyInstance);
 
   // Who changed what: one line per change (and per refused attempt at one), never a secret.
   app.addHook('onResponse', (request, reply, done) => {

@@ -13,6 +13,7 @@ import {
   showClient,
 } from '../../oauth/clients.js';
 import type { AdminApp } from './types.js';
+import { CLIENT_ID_SYNTAX } from '../../oauth/client-auth.js';
 import { conflict, notFound } from './problem.js';
 import {
   clientIdParam,
@@ -37,7 +38,7 @@ export function adminClientRoutes(app: AdminApp, deps: Deps): void {
       schema: {
         tags,
         summary: 'Clients in client_id order, a page at a time',
-        querystring: z.object({ ...pageQuery, after: z.string().max(128).optional().describe('the last client_id of the previous page') }),
+        querystring: z.object({ ...pageQuery, after: z.string().regex(CLIENT_ID_SYNTAX, 'not a client id').optional().describe('the last client_id of the previous page') }),
         response: { 200: page(clientView), ...problems },
       },
     },

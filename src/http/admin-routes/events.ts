@@ -3,7 +3,7 @@ import type { Deps } from '../../deps.js';
 import { findEvents } from '../../accounts/events.js';
 import type { AdminApp } from './types.js';
 import { notFound } from './problem.js';
-import { eventView, nextAfter, page, pageQuery, problems } from './schemas.js';
+import { emailText, eventView, nextAfter, page, pageQuery, problems } from './schemas.js';
 import { CLIENT_ID_SYNTAX } from '../../oauth/client-auth.js';
 
 export function adminEventRoutes(app: AdminApp, deps: Deps): void {
@@ -15,7 +15,7 @@ export function adminEventRoutes(app: AdminApp, deps: Deps): void {
         summary: 'What happened to chains and why (issued, rotated, revoked with the reason), oldest first',
         querystring: z.object({
           ...pageQuery,
-          user: z.string().min(1).max(254).optional().describe('only this user\'s (email)'),
+          user: emailText.optional().describe('only this user\'s (email)'),
           client: z.string().regex(CLIENT_ID_SYNTAX, 'not a client id').optional().describe('only this app\'s'),
           since: z.iso.datetime({ offset: true }).optional().describe('only events at or after this time (ISO 8601)'),
           after: z.string().regex(/^[1-9]\d{0,18}$/, 'an event_id').optional().describe('the last event_id of the previous page'),

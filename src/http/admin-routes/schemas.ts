@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE } from '../../lib/paging.js';
 import { CLIENT_ID_SYNTAX } from '../../oauth/client-auth.js';
+import { storedText } from '../../lib/stored-text.js';
 
 /** The admin API's shapes: they validate what comes in, shape what goes out, and are its OpenAPI document. */
 
@@ -15,7 +16,9 @@ export const page = <T extends z.ZodType>(item: T) =>
   });
 
 export const clientIdParam = z.object({ clientId: z.string().regex(CLIENT_ID_SYNTAX, 'not a client id') });
-export const emailParam = z.object({ email: z.string().min(1).max(254) });
+/** Every text that reaches a query is stored text: a NUL or a lone surrogate is a 400, never the database's refusal. */
+export const emailText = storedText.min(1).max(254);
+export const emailParam = z.object({ email: emailText });
 
 export const clientView = z.object({
   client_id: z.string(),

@@ -6,7 +6,7 @@ import { deleteUser, newUserSchema, normaliseEmail, registerUser, showUser, user
 import { storedText } from '../../lib/stored-text.js';
 import type { AdminApp } from './types.js';
 import { conflict, notFound } from './problem.js';
-import { connectedAppView, deleted, deviceView, emailParam, nextAfter, page, pageQuery, problems, userView } from './schemas.js';
+import { connectedAppView, deleted, deviceView, emailParam, emailText, nextAfter, page, pageQuery, problems, userView } from './schemas.js';
 import { CLIENT_ID_SYNTAX } from '../../oauth/client-auth.js';
 
 const tags = ['users'];
@@ -26,7 +26,7 @@ export function adminUserRoutes(app: AdminApp, deps: Deps): void {
         summary: 'Users in email order, a page at a time; `search` matches email or name',
         querystring: z.object({
           ...pageQuery,
-          after: z.string().max(254).optional().describe('the last email of the previous page'),
+          after: emailText.optional().describe('the last email of the previous page'),
           search: storedText.max(254).optional().describe('case-insensitive; wildcards taken literally'),
         }),
         response: { 200: page(userView), ...problems },

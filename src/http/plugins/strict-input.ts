@@ -46,6 +46,11 @@ export function registerStrictInput(app: FastifyInstance): void {
     }
   });
 
+  registerStrictUrl(app);
+}
+
+/** The URL half of registerStrictInput, for an app (the admin API) that takes no form bodies. */
+export function registerStrictUrl(app: FastifyInstance): void {
   // Synchronous: it runs on every request, and an async hook costs a promise each time.
   app.addHook('onRequest', (request, _reply, done) => {
     if (request.url.length > MAX_URL_LENGTH) return done(new UriTooLong());
