@@ -31,6 +31,7 @@ COPY --from=build /app/dist ./dist
 COPY package.json ./
 COPY bin ./bin
 COPY views ./views
+COPY locales ./locales
 RUN mkdir -p /data && chown node:node /data
 USER node
 EXPOSE 3000

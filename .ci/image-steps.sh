@@ -19,9 +19,9 @@ trap cleanup EXIT
 # Stage "production-deps": npm ci --omit=dev
 cp package.json package-lock.json "$IMAGE_DIR/"
 (cd "$IMAGE_DIR" && npm ci --omit=dev --no-audit --no-fund --loglevel=error)
-# Final stage: the build stage's dist plus bin and views.
+# Final stage: the build stage's dist plus bin, views and locales.
 [ -d dist ] || npm run build
-cp -r dist bin views "$IMAGE_DIR/"
+cp -r dist bin views locales "$IMAGE_DIR/"
 chmod -R a+rX "$IMAGE_DIR"
 [ ! -d "$IMAGE_DIR/node_modules/tsx" ] || { echo "tsx must not be in the production dependencies"; exit 1; }
 
@@ -55,6 +55,8 @@ runs_as=$(ps -o user= -p "$SERVER_PID" | tr -d ' ')
 [ "$runs_as" != root ] || { echo "the server runs as root"; exit 1; }
 echo "serving as $runs_as"
 curl -fsS "http://127.0.0.1:$PORT/.well-known/openid-configuration" >/dev/null
+# The catalogues travel with the image: a German reader gets a German page.
+curl -fsS -H 'Accept-Language: de' "http://127.0.0.1:$PORT/signin" | grep -q '<h1>Anmelden</h1>' || { echo "the image serves no German page"; exit 1; }
 
 kill -TERM "$SERVER_PID"
 status=0

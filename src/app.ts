@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { Deps } from './deps.js';
 import { loggerOptions } from './lib/logging.js';
 import { viewsFolder } from './lib/paths.js';
+import { pageCatalogues } from './http/page-language.js';
 import { healthRoutes } from './http/health-routes.js';
 import { readServiceLogo } from './http/service-logo.js';
 import { GEO_DATA_CREDITS } from './geo/locate.js';
@@ -88,6 +89,8 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
       geoCredits: GEO_DATA_CREDITS.filter((credit) => credit.licence.includes('CC BY')),
     },
   });
+  // A translation that is not complete is served in English where it falls short; the operator hears which messages.
+  for (const problem of pageCatalogues.problems) app.log.warn({ problem }, 'catalogue incomplete');
   registerErrorHandler(app);
   registerGracefulClose(app);
   registerSecurityHeaders(app, deps.config.issuer);

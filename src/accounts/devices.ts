@@ -1,26 +1,10 @@
 import type { ClientKind } from '../db/schema.js';
 import type { Deps } from '../deps.js';
+import type { Place } from '../geo/locate.js';
 import { revokeAndCountChains } from '../oauth/chains.js';
 import { findClient } from '../repositories/clients.js';
 import { findLinkOfUser, listAppsWithLiveLinks, listLiveLinksOfUser } from '../repositories/device-links.js';
 import { listApprovedAwaitingDevice } from '../repositories/device-requests.js';
-
-/** A time as the pages show it: ISO 8601 for <time datetime>, and words for people. */
-export interface ShownTime {
-  iso: string;
-  text: string;
-}
-
-const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
-const twoDigits = (n: number) => String(n).padStart(2, '0');
-
-/** "21 Nov 2026, 21:04 UTC", the same whatever the server's locale or time zone. */
-export function showTime(date: Date): ShownTime {
-  const day = `${date.getUTCDate()} ${MONTHS[date.getUTCMonth()]} ${date.getUTCFullYear()}`;
-  return { iso: date.toISOString(), text: `${day}, ${twoDigits(date.getUTCHours())}:${twoDigits(date.getUTCMinutes())} UTC` };
-}
-
-const KIND_LABELS: Record<ClientKind, string> = { tv: 'TV or device app', bot: 'Bot', web: 'Web app' };
 
 /** A link of a TV / device app or a bot is a device; a web app's link is not, though it is a connected app. */
 const DEVICE_KINDS: readonly ClientKind[] = ['tv', 'bot'];
@@ -29,15 +13,15 @@ export interface DeviceView {
   linkId: string;
   clientId: string;
   appName: string;
-  appKind: string;
+  appKind: ClientKind;
   /** What the device said about itself, never checked: shown marked Unverified. */
   platformName: string | null;
   platformDescription: string | null;
-  signedInAt: ShownTime;
-  lastUsedAt: ShownTime;
-  /** Country and network of the address it signed in from, and of its latest use ("Germany · Deutsche Telekom AG"). */
-  signedInFrom: string | null;
-  lastUsedFrom: string | null;
+  signedInAt: Date;
+  lastUsedAt: Date;
+  /** Where the address it signed in from is, and that of its latest use; null when none was recorded. */
+  signedInFrom: Place | null;
+  lastUsedFrom: Place | null;
   /** Completes the accessible name of the row's Sign out button. */
   label: string;
 }
@@ -45,38 +29,33 @@ export interface DeviceView {
 export interface ConnectedAppView {
   clientId: string;
   appName: string;
-  appKind: string;
+  appKind: ClientKind;
   /** How many of its links the Devices page lists; null for a web app, whose links are not devices. */
   devices: number | null;
-  lastUsedAt: ShownTime;
+  lastUsedAt: Date;
 }
 
 /** Approved, but the device has not yet picked up its tokens. */
 export interface WaitingDeviceView {
   appName: string;
   platformName: string | null;
-  approvedAt: ShownTime;
+  approvedAt: Date;
 }
 
 export interface DevicesPage {
   devices: DeviceView[];
   waiting: WaitingDeviceView[];
-  notice: string | null;
+  /** The app just signed out, when the address says so truthfully. */
+  signedOutApp: string | null;
 }
 
 export interface ConnectedAppsPage {
   apps: ConnectedAppView[];
-  notice: string | null;
+  /** The app whose access was just removed, while that is still true. */
+  removedApp: string | null;
 }
 
-/** "Germany · Deutsche Telekom AG", or what kind of address it was; null when none was recorded. */
-function placeText(deps: Deps, address: string | null): string | null {
-  if (address === null) return null;
-  const place = deps.geo.locate(address);
-  if (place.countryName === null) return place.kind === 'public' ? 'an unknown place' : `a ${place.kind === 'loopback' ? 'local' : place.kind} address`;
-  const where = place.city ? `${place.city}, ${place.countryName}` : place.countryName;
-  return place.network ? `${where} · ${place.network}` : where;
-}
+const placeOf = (deps: Deps, address: string | null): Place | null => (address === null ? null : deps.geo.locate(address));
 
 /** Every live chain of the user's TV / device apps and bots, most recently used first. */
 export async function listDevices(deps: Deps, userId: string): Promise<DeviceView[]> {
@@ -85,13 +64,13 @@ export async function listDevices(deps: Deps, userId: string): Promise<DeviceVie
     linkId: row.link_id,
     clientId: row.client_id,
     appName: row.client_name,
-    appKind: KIND_LABELS[row.client_kind],
+    appKind: row.client_kind,
     platformName: row.platform_name,
     platformDescription: row.platform_description,
-    signedInAt: showTime(row.created_at),
-    lastUsedAt: showTime(row.last_used_at),
-    signedInFrom: placeText(deps, row.signed_in_ip),
-    lastUsedFrom: placeText(deps, row.last_used_ip),
+    signedInAt: row.created_at,
+    lastUsedAt: row.last_used_at,
+    signedInFrom: placeOf(deps, row.signed_in_ip),
+    lastUsedFrom: placeOf(deps, row.last_used_ip),
     label: row.platform_name === null ? row.client_name : `${row.client_name} (${row.platform_name})`,
   }));
 }
@@ -102,14 +81,14 @@ export async function listConnectedApps(deps: Deps, userId: string): Promise<Con
   return rows.map((row) => ({
     clientId: row.client_id,
     appName: row.client_name,
-    appKind: KIND_LABELS[row.client_kind],
+    appKind: row.client_kind,
     devices: DEVICE_KINDS.includes(row.client_kind) ? row.live_links : null,
-    lastUsedAt: showTime(row.last_used_at),
+    lastUsedAt: row.last_used_at,
   }));
 }
 
 /**
- * The Devices page. `signedOut` comes from the address after a sign-out: the notice names the app
+ * The Devices page. `signedOut` comes from the address after a sign-out: the page names the app
  * only if that link is the user's and was signed out by them, so a crafted link cannot make the
  * page claim anything untrue.
  */
@@ -119,15 +98,14 @@ export async function devicesPage(deps: Deps, userId: string, shown: { signedOut
     listApprovedAwaitingDevice(deps.db, userId, DEVICE_KINDS, deps.clock.now()),
     shown.signedOut === undefined ? undefined : findLinkOfUser(deps.db, userId, shown.signedOut),
   ]);
-  const notice = link?.revoked_reason === 'signed_out_by_user' ? `Signed out ${link.client_name}.` : null;
   return {
     devices,
-    waiting: waiting.map((row) => ({ appName: row.client_name, platformName: row.platform_name, approvedAt: showTime(row.decided_at ?? deps.clock.now()) })),
-    notice,
+    waiting: waiting.map((row) => ({ appName: row.client_name, platformName: row.platform_name, approvedAt: row.decided_at ?? deps.clock.now() })),
+    signedOutApp: link?.revoked_reason === 'signed_out_by_user' ? link.client_name : null,
   };
 }
 
-/** The Connected apps page. `removed` comes from the address; the notice is shown only while it is true. */
+/** The Connected apps page. `removed` comes from the address; it is named only while that is true. */
 export async function connectedAppsPage(deps: Deps, userId: string, shown: { removed?: string | undefined }): Promise<ConnectedAppsPage> {
   const removed = shown.removed;
   const [apps, client] = await Promise.all([
@@ -135,8 +113,7 @@ export async function connectedAppsPage(deps: Deps, userId: string, shown: { rem
     removed === undefined ? undefined : findClient(deps.db, removed),
   ]);
   const stillConnected = apps.some((app) => app.clientId === removed);
-  const notice = client && !stillConnected ? `${client.name} no longer has access to your account.` : null;
-  return { apps, notice };
+  return { apps, removedApp: client && !stillConnected ? client.name : null };
 }
 
 export type SignOutOutcome = 'signed_out' | 'not_found';

@@ -12,6 +12,7 @@ import { createDeps } from '../deps.js';
 import { systemClock } from '../lib/clock.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../lib/paging.js';
 import { packageVersion } from '../lib/paths.js';
+import { DEVICE_CODE_GRANT } from '../oauth/metadata.js';
 import { inProcessAdmin, remoteAdmin, type AdminTransport } from './admin-client.js';
 import { simulateDeviceLogin } from './login.js';
 import { readSecret, SecretInputError, secretInArgv, type SecretSources } from './secrets.js';
@@ -28,14 +29,18 @@ const USAGE = `usage: device-auth <command>
 
   migrate                       apply the schema's migrations (a server migrates at start)
   client create --name NAME --kind tv|bot|web --type public|confidential [--scope "openid profile email offline_access"]
-                [--no-introspection]
+                [--no-introspection] [--grant-types "device_code refresh_token"] [--redirect-uri URL ...]
                                 a confidential web app is a resource server that may introspect tokens
-                                unless --no-introspection; a tv or bot app never is
+                                unless --no-introspection; a tv or bot app never is. Grant types default
+                                to what the kind always could: tv and bot "device_code refresh_token"
+                                (refresh_token: it gets refresh tokens), web "device_code". A redirect
+                                URI is https, or http on 127.0.0.1 or [::1], matched exactly
   client list [--limit N] [--after CLIENT_ID]
                                 one JSON line per client, in client_id order; the next page starts --after the last
   client show CLIENT_ID
   client update CLIENT_ID [--name NAME] [--scope "SCOPES"] [--introspection | --no-introspection]
-                                new requests are held to the new scopes at once; issued tokens keep theirs
+                [--grant-types "GRANTS"] [--redirect-uri URL ... | --no-redirect-uris]
+                                new requests are held to the new registration at once; issued tokens keep their scopes
   client rotate-secret CLIENT_ID [--grace SECONDS]
                                 a new secret, shown once; the old one keeps working for SECONDS (default 0)
   client disable CLIENT_ID
@@ -70,7 +75,7 @@ ADMIN_TOKEN. With none running they open the database (DATABASE_URL, or DATA_DIR
 Passwords and client secrets are never taken on the command line (ps and shell history show it).
 Prints JSON on stdout; errors go to stderr with a non-zero exit code.`;
 
-type Options = Record<string, string | boolean | undefined>;
+type Options = Record<string, string | boolean | string[] | undefined>;
 
 function parse<const T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T) {
   try {
@@ -207,6 +212,11 @@ function scopeList(given: string): string[] {
   return given.split(' ').filter(Boolean);
 }
 
+/** RFC 8628's grant has a URN for a name; the CLI also takes its last part. */
+function grantTypeList(given: string): string[] {
+  return scopeList(given).map((grant) => (grant === 'device_code' ? DEVICE_CODE_GRANT : grant));
+}
+
 function wholeSeconds(given: string | undefined, name: string): number | undefined {
   if (given === undefined) return undefined;
   const value = Number(given);
@@ -222,6 +232,8 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       type: { type: 'string' },
       scope: { type: 'string' },
       'no-introspection': { type: 'boolean' },
+      'grant-types': { type: 'string' },
+      'redirect-uri': { type: 'string', multiple: true },
     });
     const body = {
       name: required(values, 'name'),
@@ -230,6 +242,8 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       ...(values.scope !== undefined && { scopes: scopeList(values.scope) }),
       // Absent: the default of the kind and type.
       ...(values['no-introspection'] && { introspection: false }),
+      ...(values['grant-types'] !== undefined && { grant_types: grantTypeList(values['grant-types']) }),
+      ...(values['redirect-uri'] !== undefined && { redirect_uris: values['redirect-uri'] }),
     };
     return withAdmin((admin) => call(admin, 'POST', '/admin/clients', body));
   }
@@ -244,16 +258,25 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       scope: { type: 'string' },
       introspection: { type: 'boolean' },
       'no-introspection': { type: 'boolean' },
+      'grant-types': { type: 'string' },
+      'redirect-uri': { type: 'string', multiple: true },
+      'no-redirect-uris': { type: 'boolean' },
     });
     const clientId = onePositional(positionals, 'CLIENT_ID');
     if (values.introspection && values['no-introspection']) throw new UsageError('give --introspection or --no-introspection, not both');
+    if (values['redirect-uri'] && values['no-redirect-uris']) throw new UsageError('give --redirect-uri or --no-redirect-uris, not both');
     const changes = {
       ...(values.name !== undefined && { name: values.name }),
       ...(values.scope !== undefined && { scopes: scopeList(values.scope) }),
       ...(values.introspection && { introspection: true }),
       ...(values['no-introspection'] && { introspection: false }),
+      ...(values['grant-types'] !== undefined && { grant_types: grantTypeList(values['grant-types']) }),
+      ...(values['redirect-uri'] !== undefined && { redirect_uris: values['redirect-uri'] }),
+      ...(values['no-redirect-uris'] && { redirect_uris: [] }),
     };
-    if (Object.keys(changes).length === 0) throw new UsageError('nothing to change: give --name, --scope, --introspection or --no-introspection');
+    if (Object.keys(changes).length === 0) {
+      throw new UsageError('nothing to change: give --name, --scope, --introspection, --no-introspection, --grant-types, --redirect-uri or --no-redirect-uris');
+    }
     return withAdmin((admin) => call(admin, 'PATCH', `/admin/clients/${segment(clientId)}`, changes, { notFound: noClient(clientId) }));
   }
   if (sub === 'rotate-secret') {

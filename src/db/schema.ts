@@ -22,6 +22,10 @@ export interface ClientsTable {
   allowed_scopes: string[];
   /** RFC 7662 §2.1: a resource server may introspect tokens. Only confidential web apps (a CHECK). */
   introspection_allowed: Generated<boolean>;
+  /** RFC 7591 §2: the grants it may use at the token endpoint (and the device endpoint); a refresh_token grant means it gets refresh tokens. */
+  grant_types: Generated<string[]>;
+  /** Exact URLs the authorization endpoint may redirect to. */
+  redirect_uris: Generated<string[]>;
   created_at: DefaultedTimestamp;
   disabled_at: Timestamp | null;
 }

@@ -27,5 +27,5 @@ export function parseForm<S extends z.ZodType>(schema: S, input: unknown): z.out
 
 /** For pages: a form no page of ours would send is a 400 page, not a JSON error. */
 export function parsePageForm<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
-  return parseWith(schema, input, (description) => new PageError(400, 'Bad request', `The form could not be read (${description}). Go back, reload the page and try again.`));
+  return parseWith(schema, input, (description) => new PageError(400, 'error.bad_request', 'error.form_unreadable', { detail: description }));
 }

@@ -1,3 +1,4 @@
+import type { Translator } from '../i18n/catalogues.js';
 import type { FastifyRequest } from 'fastify';
 import type { Deps } from '../deps.js';
 import { addressKey } from '../lib/client-address.js';
@@ -30,7 +31,8 @@ export function reserveAttempt(deps: Deps, limits: ReadonlyArray<readonly [Failu
   return deps.rateLimiter.reserve(limits, deps.clock.now());
 }
 
-export function waitText(seconds: number): string {
-  if (seconds < 90) return `${seconds} seconds`;
-  return `${Math.ceil(seconds / 60)} minutes`;
+/** How long to wait, in the reader's language: seconds below a minute and a half, else minutes. */
+export function waitText(i18n: Translator, seconds: number): string {
+  if (seconds < 90) return i18n.t('time.wait_seconds', { seconds });
+  return i18n.t('time.wait_minutes', { minutes: Math.ceil(seconds / 60) });
 }

@@ -7,7 +7,7 @@ import type { ClientKind, ClientType } from '../db/schema.js';
 import type { Clock } from '../lib/clock.js';
 import { sha256 } from '../lib/random.js';
 import { findClient } from '../repositories/clients.js';
-import { invalidClient, invalidRequest } from './errors.js';
+import { invalidClient, invalidRequest, unauthorizedClient } from './errors.js';
 
 export interface Client {
   clientId: string;
@@ -17,6 +17,9 @@ export interface Client {
   allowedScopes: string[];
   /** RFC 7662 §2.1: registered as a resource server, so it may introspect tokens. */
   mayIntrospect: boolean;
+  /** RFC 7591 §2: the grants it is registered for; refresh_token among them means it gets refresh tokens. */
+  grantTypes: readonly string[];
+  redirectUris: readonly string[];
 }
 
 export interface ClientCredentials {
@@ -178,6 +181,8 @@ function registeredClient(row: NonNullable<Awaited<ReturnType<typeof findClient>
     type: row.type,
     allowedScopes: row.allowed_scopes,
     mayIntrospect: row.introspection_allowed,
+    grantTypes: row.grant_types,
+    redirectUris: row.redirect_uris,
     secretHash: row.secret_hash ? Buffer.from(row.secret_hash) : null,
     previousSecretHash: row.previous_secret_hash ? Buffer.from(row.previous_secret_hash) : null,
     previousSecretUntil: row.previous_secret_expires_at?.getTime() ?? 0,
@@ -224,7 +229,14 @@ function publicView(client: RegisteredClient): Client {
     type: client.type,
     allowedScopes: client.allowedScopes,
     mayIntrospect: client.mayIntrospect,
+    grantTypes: client.grantTypes,
+    redirectUris: client.redirectUris,
   };
+}
+
+/** RFC 6749 §5.2: a grant its registration does not name is unauthorized_client, whatever its kind. */
+export function requireGrantType(client: Client, grantType: string): void {
+  if (!client.grantTypes.includes(grantType)) throw unauthorizedClient(`this client is not registered for the ${grantType} grant`);
 }
 
 export const DISABLED_APP = 'this app is disabled';

@@ -13,12 +13,50 @@ import {
   updateClientFields,
 } from '../repositories/clients.js';
 import { SUPPORTED_SCOPES } from './scopes.js';
+import { DEVICE_CODE_GRANT, REFRESH_TOKEN_GRANT } from './metadata.js';
 import { storedText } from '../lib/stored-text.js';
 
 export const CLIENT_SECRET_PREFIX = 'dacs_';
 
 const clientName = storedText.trim().min(1).max(100);
 const clientScopes = z.array(z.enum(SUPPORTED_SCOPES)).min(1).max(SUPPORTED_SCOPES.length * 4);
+
+/** The grants an app can be registered for; refresh_token means it gets refresh tokens. */
+export const REGISTRABLE_GRANT_TYPES = [DEVICE_CODE_GRANT, REFRESH_TOKEN_GRANT] as const;
+const grantTypes = z.array(z.enum(REGISTRABLE_GRANT_TYPES)).min(1).max(REGISTRABLE_GRANT_TYPES.length * 4);
+
+/** What each kind could do before registrations said so, and still gets when its registration does not say. */
+export function defaultGrantTypes(kind: ClientKind): string[] {
+  return kind === 'web' ? [DEVICE_CODE_GRANT] : [DEVICE_CODE_GRANT, REFRESH_TOKEN_GRANT];
+}
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]']);
+
+/**
+ * A redirect URI is compared exactly (OAuth 2.1 §2.3.1), so it is registered exactly as the URL
+ * parser writes it: https, or http on a loopback address for native apps (RFC 8252 §7.3; the
+ * name "localhost" is refused as §8.3 advises), with no fragment and no user name or password.
+ */
+export const redirectUri = storedText.max(2000).superRefine((text, context) => {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    context.addIssue({ code: 'custom', message: 'is not an absolute URL' });
+    return;
+  }
+  const loopbackHttp = url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname);
+  if (url.protocol !== 'https:' && !loopbackHttp) {
+    context.addIssue({ code: 'custom', message: 'must be https, or http on 127.0.0.1 or [::1]' });
+  } else if (url.hash || text.includes('#')) {
+    context.addIssue({ code: 'custom', message: 'must not have a fragment' });
+  } else if (url.username || url.password) {
+    context.addIssue({ code: 'custom', message: 'must not carry a user name or password' });
+  } else if (url.href !== text) {
+    context.addIssue({ code: 'custom', message: `must be written as ${url.href}` });
+  }
+});
+const redirectUris = z.array(redirectUri).max(10);
 
 export const newClientSchema = z
   .object({
@@ -28,6 +66,9 @@ export const newClientSchema = z
     scopes: clientScopes.default([...SUPPORTED_SCOPES]),
     /** RFC 7662 §2.1: registered as a resource server. Defaults to true exactly for a confidential web app. */
     introspection: z.boolean().optional(),
+    /** RFC 7591 §2. Defaults to what its kind could always do (defaultGrantTypes). */
+    grant_types: grantTypes.optional(),
+    redirect_uris: redirectUris.default([]),
   })
   .refine((client) => !client.introspection || isResourceServerShape(client), {
     message: 'only a confidential web app can be a resource server that introspects tokens',
@@ -45,17 +86,21 @@ export interface CreatedClient {
   client_secret: string | null;
   /** Whether it may introspect tokens (RFC 7662 §2.1). */
   introspection: boolean;
+  grant_types: string[];
+  redirect_uris: string[];
 }
 
 /** Client secrets have 256 random bits, so a SHA-256 hash protects them at rest without argon2's cost. */
 export async function createClient(
   db: Database,
-  input: { name: string; kind: ClientKind; type: ClientType; scopes: string[]; introspection?: boolean },
+  input: { name: string; kind: ClientKind; type: ClientType; scopes: string[]; introspection?: boolean; grant_types?: string[]; redirect_uris?: string[] },
 ): Promise<CreatedClient> {
   const valid = newClientSchema.parse(input);
   const clientId = `${valid.kind}_${randomToken(12)}`;
   const secret = valid.type === 'confidential' ? `${CLIENT_SECRET_PREFIX}${randomToken(32)}` : null;
   const introspection = valid.introspection ?? isResourceServerShape(valid);
+  const grants = [...new Set(valid.grant_types ?? defaultGrantTypes(valid.kind))];
+  const redirects = [...new Set(valid.redirect_uris)];
   await insertClient(db, {
     client_id: clientId,
     name: valid.name,
@@ -64,8 +109,10 @@ export async function createClient(
     secret_hash: secret ? sha256(secret) : null,
     allowed_scopes: [...new Set(valid.scopes)],
     introspection_allowed: introspection,
+    grant_types: grants,
+    redirect_uris: redirects,
   });
-  return { client_id: clientId, client_secret: secret, introspection };
+  return { client_id: clientId, client_secret: secret, introspection, grant_types: grants, redirect_uris: redirects };
 }
 
 /** What an operator sees of a client: never its secret's hash. */
@@ -76,6 +123,8 @@ export interface ClientView {
   type: ClientType;
   scopes: string[];
   introspection: boolean;
+  grant_types: string[];
+  redirect_uris: string[];
   created_at: string;
   disabled: boolean;
 }
@@ -88,6 +137,8 @@ function toClientView(row: Awaited<ReturnType<typeof listClients>>[number]): Cli
     type: row.type,
     scopes: row.allowed_scopes,
     introspection: row.introspection_allowed,
+    grant_types: row.grant_types,
+    redirect_uris: row.redirect_uris,
     created_at: row.created_at.toISOString(),
     disabled: row.disabled_at !== null,
   };
@@ -107,6 +158,8 @@ export const clientChangesSchema = z
     name: clientName.optional(),
     scopes: clientScopes.optional(),
     introspection: z.boolean().optional(),
+    grant_types: grantTypes.optional(),
+    redirect_uris: redirectUris.optional(),
   })
   .strict();
 
@@ -115,9 +168,9 @@ export type ClientChanges = z.input<typeof clientChangesSchema>;
 export type ClientChangeOutcome = { kind: 'changed'; client: ClientView } | { kind: 'not_found' } | { kind: 'refused'; reason: string };
 
 /**
- * A new name, scope set or introspection permission. Tokens already issued keep the scopes they
- * were granted (they end with their chain); new requests are held to the new set at once, on
- * every instance (the clients row's change is announced to every process's ClientDirectory).
+ * A new name, scope set, introspection permission, grant types or redirect URIs. Tokens already
+ * issued keep the scopes they were granted (they end with their chain); new requests are held to
+ * the new registration at once, on every instance (the clients row's change is announced to every process's ClientDirectory).
  */
 export async function changeClient(db: Database, clientId: string, changes: ClientChanges): Promise<ClientChangeOutcome> {
   const valid = clientChangesSchema.parse(changes);
@@ -130,6 +183,8 @@ export async function changeClient(db: Database, clientId: string, changes: Clie
     ...(valid.name !== undefined && { name: valid.name }),
     ...(valid.scopes !== undefined && { allowed_scopes: [...new Set(valid.scopes)] }),
     ...(valid.introspection !== undefined && { introspection_allowed: valid.introspection }),
+    ...(valid.grant_types !== undefined && { grant_types: [...new Set(valid.grant_types)] }),
+    ...(valid.redirect_uris !== undefined && { redirect_uris: [...new Set(valid.redirect_uris)] }),
   });
   return row ? { kind: 'changed', client: toClientView(row) } : { kind: 'not_found' };
 }

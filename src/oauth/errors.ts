@@ -1,3 +1,4 @@
+import type { MessageKey, MessageValues } from '../i18n/catalogues.js';
 /**
  * The one error type of the protocol: RFC 6749 §5.2 codes plus those of RFC 8628 §3.5,
  * RFC 7009 and RFC 6750. Descriptions are written for the client developer.
@@ -77,13 +78,15 @@ export const tooManyRequests = (description: string, retryAfterSeconds: number) 
 
 /** A page that re-renders a form with a message for the user. */
 export class PageError extends Error {
+  /** Title and message are catalogue keys: the page is written in the reader's language. */
   constructor(
     readonly status: number,
-    readonly title: string,
-    message: string,
+    readonly title: MessageKey,
+    readonly messageKey: MessageKey,
+    readonly values: MessageValues = {},
     readonly headers: Readonly<Record<string, string>> = {},
   ) {
-    super(message);
+    super(messageKey);
     this.name = 'PageError';
   }
 }

@@ -3,12 +3,13 @@ import type { DB } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { addSeconds } from '../lib/clock.js';
 import { insertAccessToken, insertRefreshToken } from '../repositories/device-links.js';
-import type { ClientKind } from '../db/schema.js';
+import type { Client } from './client-auth.js';
+import { REFRESH_TOKEN_GRANT } from './metadata.js';
 import { mintOpaque, TOKEN_PREFIX, type MintedSecret } from './tokens.js';
 
-/** Refresh tokens go to TV / device apps and bots, the clients that stay signed in. */
-export function receivesRefreshTokens(kind: ClientKind): boolean {
-  return kind === 'tv' || kind === 'bot';
+/** Refresh tokens go to the apps registered for the refresh_token grant (RFC 7591 §2). */
+export function receivesRefreshTokens(client: Pick<Client, 'grantTypes'>): boolean {
+  return client.grantTypes.includes(REFRESH_TOKEN_GRANT);
 }
 
 export interface OpaqueTokens {

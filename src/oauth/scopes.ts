@@ -3,14 +3,6 @@ import { invalidScope } from './errors.js';
 /** Scopes this server knows; a client may be allowed a subset. */
 export const SUPPORTED_SCOPES = ['openid', 'profile', 'email', 'offline_access'] as const;
 
-/** What the approval page tells the user each scope means. */
-export const SCOPE_DESCRIPTIONS: Readonly<Record<string, string>> = {
-  openid: 'Confirm who you are',
-  profile: 'See your name',
-  email: 'See your email address',
-  offline_access: 'Stay signed in until you sign it out',
-};
-
 /** RFC 6749 §3.3: space-delimited, case-sensitive; duplicates collapse. */
 export function parseScope(scope: string | undefined): string[] | undefined {
   if (scope === undefined) return undefined;

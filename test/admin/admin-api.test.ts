@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin-app.js';
 import { remoteAdmin, type AdminTransport } from '../../src/cli/admin-client.js';
 import type { Deps } from '../../src/deps.js';
-import { basicAuth, FORM, form, PASSWORD, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
+import { afterAnnounced, basicAuth, FORM, form, PASSWORD, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
+import { DEVICE_GRANT } from '../helpers/device.js';
 import { signIn, userinfo } from '../helpers/tokens.js';
 
 /**
@@ -25,9 +26,17 @@ let socketPath: string;
 const folder = mkdtempSync(path.join(tmpdir(), 'device-auth-admin-'));
 const logLines: string[] = [];
 
-/** The admin API's answer, with the body as JSON. */
+/** The routes that change a client's row, which every instance hears of (an UPDATE or DELETE announcement). */
+const CHANGES_A_CLIENT = /^\/admin\/clients\/[^/?]+(\/(disable|enable|rotate-secret))?$/;
+
+/**
+ * The admin API's answer, with the body as JSON; after a change to a client, once the public app
+ * has heard of it (afterAnnounced).
+ */
 async function call(method: string, url: string, body?: unknown, via: AdminTransport = admin) {
-  return via.send(method, url, body) as Promise<{ status: number; body: any }>;
+  const send = () => via.send(method, url, body) as Promise<{ status: number; body: any }>;
+  if (method === 'GET' || !CHANGES_A_CLIENT.test(url)) return send();
+  return afterAnnounced(t, send, (answer) => answer.status < 300);
 }
 
 /** A raw request to the TCP listener, for what the CLI's client would never send. */
@@ -311,6 +320,56 @@ describe('events, purge and housekeeping', () => {
     expect(Object.keys(purged.body).sort()).toEqual(['accessTokens', 'browserSessions', 'deviceRequests', 'links', 'platformIcons', 'rateLimitCounters']);
     const health = await call('GET', '/admin/housekeeping');
     expect(health.body).toMatchObject({ running: false, consecutive_failures: 0, healthy: true, last_run: { outcome: 'done', purged: purged.body } });
+  });
+});
+
+describe('what an app may do is registered (issue 21 §1)', () => {
+  it('a web app is registered with exact redirect URIs and its grants; show and update speak of both', async () => {
+    const created = await call('POST', '/admin/clients', {
+      name: 'Shop',
+      kind: 'web',
+      type: 'confidential',
+      grant_types: [DEVICE_GRANT, 'refresh_token'],
+      redirect_uris: ['https://shop.example/callback', 'http://127.0.0.1:8765/cb', 'http://[::1]/cb'],
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.body).toMatchObject({ grant_types: [DEVICE_GRANT, 'refresh_token'], redirect_uris: ['https://shop.example/callback', 'http://127.0.0.1:8765/cb', 'http://[::1]/cb'] });
+    const clientId = created.body.client_id;
+    expect((await call('GET', `/admin/clients/${clientId}`)).body).toMatchObject({ grant_types: [DEVICE_GRANT, 'refresh_token'] });
+    const changed = await call('PATCH', `/admin/clients/${clientId}`, { grant_types: [DEVICE_GRANT], redirect_uris: [] });
+    expect(changed.status).toBe(200);
+    expect(changed.body).toMatchObject({ grant_types: [DEVICE_GRANT], redirect_uris: [] });
+    const tv = await call('POST', '/admin/clients', { name: 'Plain TV', kind: 'tv', type: 'public' });
+    expect(tv.body).toMatchObject({ grant_types: [DEVICE_GRANT, 'refresh_token'], redirect_uris: [] });
+  });
+
+  it.each([
+    ['plain http to a host', 'http://shop.example/callback', 'https'],
+    ['http to localhost (RFC 8252 §8.3)', 'http://localhost:8080/cb', 'https'],
+    ['a fragment', 'https://shop.example/cb#frag', 'fragment'],
+    ['an empty fragment', 'https://shop.example/cb#', 'fragment'],
+    ['a user name', 'https://user@shop.example/cb', 'user name'],
+    ['a relative URL', '/callback', 'absolute'],
+    ['a URL not as the parser writes it', 'HTTPS://Shop.example/cb', 'written as https://shop.example/cb'],
+    ['a javascript: URL', 'javascript:alert(1)', 'https'],
+    ['a NUL', 'https://shop.example/c\u0000b', 'NUL'],
+    ['a lone surrogate', 'https://shop.example/\ud800', ''],
+    ['more than 2000 characters', `https://shop.example/${'a'.repeat(2000)}`, ''],
+  ])('a redirect URI with %s is refused with 400 naming the field, and nothing is written', async (_what, uri, words) => {
+    const before = (await call('GET', '/admin/clients?limit=500')).body.items.length;
+    const res = await call('POST', '/admin/clients', { name: 'Shop', kind: 'web', type: 'confidential', redirect_uris: [uri] });
+    expect(res.status).toBe(400);
+    expect(res.body.errors[0].path).toContain('redirect_uris');
+    expect(JSON.stringify(res.body.errors)).toContain(words);
+    expect((await call('GET', '/admin/clients?limit=500')).body.items.length).toBe(before);
+  });
+
+  it('a grant nobody knows, or none at all, is refused', async () => {
+    for (const grant_types of [['implicit'], ['password'], []]) {
+      const res = await call('POST', '/admin/clients', { name: 'Odd', kind: 'tv', type: 'public', grant_types });
+      expect(res.status, JSON.stringify(grant_types)).toBe(400);
+      expect(res.body.errors[0].path).toContain('grant_types');
+    }
   });
 });
 

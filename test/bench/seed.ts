@@ -29,9 +29,9 @@ const hashOf = (token: string) => `sha256(convert_to(${token}, 'UTF8'))`;
 export function clientsSql(): string {
   const secretHash = createHash('sha256').update(RS_CLIENT_SECRET).digest('hex');
   return `
-    INSERT INTO clients (client_id, name, kind, type, secret_hash, allowed_scopes, introspection_allowed) VALUES
-      ('${TV_CLIENT_ID}', 'Bench TV', 'tv', 'public', NULL, ${textArray(OPENID_SCOPES)}, false),
-      ('${RS_CLIENT_ID}', 'Bench resource server', 'web', 'confidential', decode('${secretHash}', 'hex'), ${textArray(OPENID_SCOPES)}, true)
+    INSERT INTO clients (client_id, name, kind, type, secret_hash, allowed_scopes, introspection_allowed, grant_types) VALUES
+      ('${TV_CLIENT_ID}', 'Bench TV', 'tv', 'public', NULL, ${textArray(OPENID_SCOPES)}, false, ${textArray(['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'])}),
+      ('${RS_CLIENT_ID}', 'Bench resource server', 'web', 'confidential', decode('${secretHash}', 'hex'), ${textArray(OPENID_SCOPES)}, true, '{}'::text[])
     ON CONFLICT (client_id) DO NOTHING`;
 }
 

@@ -19,6 +19,28 @@ beforeAll(async () => {
 afterAll(() => target.cleanup());
 
 describe('client and user commands through the admin API', () => {
+  it('client create and update register grant types (device_code for short) and exact redirect URIs; a bad URI is one line, exit 2', async () => {
+    const created = await cli([
+      'client', 'create', '--name', 'Shop', '--kind', 'web', '--type', 'confidential',
+      '--grant-types', 'device_code refresh_token', '--redirect-uri', 'https://shop.example/cb', '--redirect-uri', 'http://127.0.0.1:8765/cb',
+    ]);
+    expect(created.code, created.stderr).toBe(0);
+    const shop = json(created.stdout);
+    expect(shop).toMatchObject({
+      grant_types: ['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'],
+      redirect_uris: ['https://shop.example/cb', 'http://127.0.0.1:8765/cb'],
+    });
+    const cleared = await cli(['client', 'update', shop.client_id, '--grant-types', 'device_code', '--no-redirect-uris']);
+    expect(cleared.code, cleared.stderr).toBe(0);
+    expect(json(cleared.stdout)).toMatchObject({ grant_types: ['urn:ietf:params:oauth:grant-type:device_code'], redirect_uris: [] });
+    const bad = await cli(['client', 'update', shop.client_id, '--redirect-uri', 'http://shop.example/cb']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr.trim().split('\n')).toHaveLength(1);
+    expect(bad.stderr).toContain('redirect_uris');
+    const both = await cli(['client', 'update', shop.client_id, '--redirect-uri', 'https://shop.example/cb', '--no-redirect-uris']);
+    expect(both.code).toBe(2);
+  });
+
   it('client update, rotate-secret (with --grace), delete; each names an unknown client', async () => {
     const created = json((await cli(['client', 'create', '--name', 'Hall Bot', '--kind', 'bot', '--type', 'confidential'])).stdout);
     const updated = await cli(['client', 'update', created.client_id, '--name', 'Hallway Bot', '--scope', 'openid profile']);

@@ -38,7 +38,13 @@ describe('device-auth CLI (JSON on stdout, errors on stderr with a non-zero exit
     const pub = await cli('client', 'create', '--name', 'Living Room TV', '--kind', 'tv', '--type', 'public');
     expect(pub.code, pub.stderr).toBe(0);
     const publicClient = JSON.parse(pub.stdout);
-    expect(publicClient).toEqual({ client_id: expect.stringMatching(/^tv_/), client_secret: null, introspection: false });
+    expect(publicClient).toEqual({
+      client_id: expect.stringMatching(/^tv_/),
+      client_secret: null,
+      introspection: false,
+      grant_types: ['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'],
+      redirect_uris: [],
+    });
 
     const conf = await cli('client', 'create', '--name', 'Chat Bot', '--kind', 'bot', '--type', 'confidential', '--scope', 'openid offline_access');
     expect(conf.code, conf.stderr).toBe(0);

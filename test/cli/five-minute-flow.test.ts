@@ -100,7 +100,13 @@ describe('the README\'s five-minute flow, with the server running', () => {
       const client = await runProgram(commands[1]!, cliEnv, 120_000);
       expect(client.code, client.stderr).toBe(0);
       const created = JSON.parse(client.stdout);
-      expect(created).toEqual({ client_id: expect.stringMatching(/^tv_/), client_secret: null, introspection: false });
+      expect(created).toEqual({
+        client_id: expect.stringMatching(/^tv_/),
+        client_secret: null,
+        introspection: false,
+        grant_types: ['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'],
+        redirect_uris: [],
+      });
 
       // `login --client tv_…`, with the id the previous command printed.
       const login = startLogin(commands[2]!.map((arg) => (arg === 'tv_…' ? created.client_id : arg)), cliEnv);

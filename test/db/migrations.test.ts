@@ -343,3 +343,36 @@ describe('migration 2026-11-24T02-00-00_client_changes_are_announced', () => {
     expect(functions.rows).toEqual([]);
   });
 });
+
+describe('migration 2026-11-24T06-00-00_what_an_app_may_do_is_registered', () => {
+  const state = unmigratedDatabase();
+
+  it('registers for each existing app exactly the grants its kind had, refuses unknown grants, and goes back down', async () => {
+    const { db, migrator } = state;
+    expect((await migrator.migrateTo('2026-11-24T05-00-00_decisions_record_where_both_sides_were')).error).toBeUndefined();
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes, secret_hash) VALUES
+                ('tv_g', 'TV', 'tv', 'public', '{profile}', NULL),
+                ('bot_g', 'Bot', 'bot', 'confidential', '{profile}', ${hash('bot')}),
+                ('web_g', 'Web', 'web', 'confidential', '{profile}', ${hash('web')})`.execute(db);
+
+    expect((await migrator.migrateTo('2026-11-24T06-00-00_what_an_app_may_do_is_registered')).error).toBeUndefined();
+    const rows = await sql<{ client_id: string; grant_types: string[]; redirect_uris: string[] }>`
+      SELECT client_id, grant_types, redirect_uris FROM clients ORDER BY client_id`.execute(db);
+    const device = 'urn:ietf:params:oauth:grant-type:device_code';
+    expect(rows.rows).toEqual([
+      { client_id: 'bot_g', grant_types: [device, 'refresh_token'], redirect_uris: [] },
+      { client_id: 'tv_g', grant_types: [device, 'refresh_token'], redirect_uris: [] },
+      { client_id: 'web_g', grant_types: [device], redirect_uris: [] },
+    ]);
+    // A row that does not say gets nothing; a grant nobody knows is refused.
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes) VALUES ('tv_new', 'New', 'tv', 'public', '{profile}')`.execute(db);
+    const added = await sql<{ grant_types: string[] }>`SELECT grant_types FROM clients WHERE client_id = 'tv_new'`.execute(db);
+    expect(added.rows[0]!.grant_types).toEqual([]);
+    await expect(sql`UPDATE clients SET grant_types = '{implicit}' WHERE client_id = 'tv_g'`.execute(db)).rejects.toThrow(/clients_grant_types_known/);
+
+    expect((await migrator.migrateTo('2026-11-24T05-00-00_decisions_record_where_both_sides_were')).error).toBeUndefined();
+    const columns = await sql<{ column_name: string }>`
+      SELECT column_name FROM information_schema.columns WHERE table_name = 'clients' AND column_name IN ('grant_types', 'redirect_uris')`.execute(db);
+    expect(columns.rows).toEqual([]);
+  });
+});

@@ -95,3 +95,36 @@ describe('Connected apps', () => {
     expect(await userinfoStatus(tvToken)).toBe(200);
   });
 });
+
+describe('the pages around the flow', () => {
+  it('the home page leads to each thing a user comes for; an address with no page says so; both fit a phone', async () => {
+    const { page, requests } = await openPage(suite.e2e);
+    await page.goto(`${suite.e2e.origin}/`);
+    await expectHeading(page, 'device-auth');
+    for (const name of ['Connect a device', 'Connect a bot', 'Your devices', 'Your apps']) await expectVisible(page.getByRole('link', { name }));
+    await screenshot(page, 'home-1-signed-out');
+    await expectFitsPhone(page, 'home-2-phone');
+
+    const missing = await page.goto(`${suite.e2e.origin}/no-such-page`);
+    expect(missing?.status()).toBe(404);
+    await expectHeading(page, 'Page not found');
+    await screenshot(page, 'not-found');
+
+    await page.goto(`${suite.e2e.origin}/`);
+    await page.getByRole('link', { name: 'Connect a device' }).click();
+    await signInHere(page, await seedUser(suite.e2e.t));
+    await expectHeading(page, 'Connect a device');
+    expectAllLocal(requests);
+  });
+
+  it('a code that ran out: the code step says so and what to do', async () => {
+    const user = await seedUser(suite.e2e.t);
+    const started = await startDeviceFlow(suite.e2e.t, suite.tv.clientId);
+    const { page } = await openAccountPage('/activate', user, 'Connect a device');
+    suite.e2e.t.clock.advance(started.expires_in + 1);
+    await page.getByLabel('Code').fill(started.user_code);
+    await page.getByRole('button', { name: 'Continue' }).click();
+    await expectVisible(page.getByRole('alert').getByText('That code has expired. Start again on your device to get a new code.'));
+    await screenshot(page, 'expired-code');
+  });
+});

@@ -1,17 +1,14 @@
-import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import type { DeviceAuthorizationResponse } from '../../src/oauth/device/authorization.js';
-import { FORM, form, seedUser } from '../helpers/app.js';
 import {
+  approverFrom,
   devicePoll,
   expectHeading,
   expectTokens,
   expectVisible,
-  openPage,
   pickPhraseAndPress,
+  requestCodeFrom,
   screenshot,
   seedTvAndBot,
-  signInHere,
   submitCode,
   useE2e,
 } from '../helpers/chromium.js';
@@ -33,23 +30,8 @@ const TELEKOM_PHONE = '79.192.0.2';
 const COMCAST = '73.0.0.1';
 const HETZNER = '88.198.0.1';
 
-async function requestFrom(address: string): Promise<DeviceAuthorizationResponse> {
-  const res = await suite.e2e.t.app.inject({
-    method: 'POST',
-    url: '/oauth/device/code',
-    headers: { ...FORM, 'x-forwarded-for': address },
-    payload: form({ client_id: suite.tv.clientId }),
-  });
-  expect(res.statusCode, res.body).toBe(200);
-  return res.json();
-}
-
-async function approverAt(address: string): Promise<Page> {
-  const { page } = await openPage(suite.e2e, { extraHTTPHeaders: { 'X-Forwarded-For': address } });
-  await page.goto(`${suite.e2e.origin}/activate`);
-  await signInHere(page, await seedUser(suite.e2e.t));
-  return page;
-}
+const requestFrom = (address: string) => requestCodeFrom(suite.e2e, suite.tv.clientId, address);
+const approverAt = (address: string) => approverFrom(suite.e2e, address);
 
 describe('the operator\'s proximity policy', () => {
   it('deny: a request from a hosting network is refused with a clear page, and the device hears access_denied', async () => {

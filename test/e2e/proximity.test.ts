@@ -1,18 +1,16 @@
-import type { Page } from 'playwright-core';
+import type { BrowserContextOptions, Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import type { DeviceAuthorizationResponse } from '../../src/oauth/device/authorization.js';
-import { FORM, form, seedUser } from '../helpers/app.js';
 import {
+  approverFrom,
   devicePoll,
   expectHeading,
   expectTokens,
   expectVisible,
-  openPage,
   pickPhraseAndPress,
+  requestCodeFrom,
   screenshot,
   scrollWidth,
   seedTvAndBot,
-  signInHere,
   submitCode,
   useE2e,
 } from '../helpers/chromium.js';
@@ -31,22 +29,11 @@ const COMCAST = '73.0.0.1';
 const HETZNER = '88.198.0.1';
 const PHONE = { viewport: { width: 360, height: 740 }, isMobile: true, hasTouch: true } as const;
 
-async function requestFrom(address: string): Promise<DeviceAuthorizationResponse> {
-  const res = await suite.e2e.t.app.inject({
-    method: 'POST',
-    url: '/oauth/device/code',
-    headers: { ...FORM, 'x-forwarded-for': address },
-    payload: form({ client_id: suite.tv.clientId }),
-  });
-  expect(res.statusCode, res.body).toBe(200);
-  return res.json();
-}
+const requestFrom = (address: string) => requestCodeFrom(suite.e2e, suite.tv.clientId, address);
 
-/** A browser whose every request arrives through the (trusted) proxy as from `address`. */
-async function approverAt(address: string, name: string, options: object = {}): Promise<Page> {
-  const { page } = await openPage(suite.e2e, { ...options, extraHTTPHeaders: { 'X-Forwarded-For': address } });
-  await page.goto(`${suite.e2e.origin}/activate`);
-  await signInHere(page, await seedUser(suite.e2e.t));
+/** A browser whose every request arrives through the (trusted) proxy as from `address`, at the code step. */
+async function approverAt(address: string, name: string, options: BrowserContextOptions = {}): Promise<Page> {
+  const page = await approverFrom(suite.e2e, address, options);
   await screenshot(page, `${name}-1-code`);
   return page;
 }
@@ -92,7 +79,7 @@ describe('the approval page says where a request came from', () => {
     const started = await requestFrom(HETZNER);
     const page = await approverAt(TELEKOM_PHONE, 'proximity-hosting');
     await submitCode(page, started.user_code);
-    await expectVisible(page.getByText("This request came from a hosting provider's network, not from a home or office."));
+    await expectVisible(page.getByText("This request came from a hosting provider’s network, not from a home or office."));
     const approve = await page.getByRole('button', { name: 'Approve', exact: true }).boundingBox();
     const deny = await page.getByRole('button', { name: 'Deny', exact: true }).boundingBox();
     expect(Math.abs(approve!.height - deny!.height)).toBeLessThanOrEqual(1);

@@ -109,7 +109,15 @@ export async function seedUser(t: Seedable, email = `user-${Math.random().toStri
 
 export async function seedClient(
   t: Seedable,
-  options: { kind?: 'tv' | 'bot' | 'web'; type?: 'public' | 'confidential'; scopes?: string[]; name?: string; introspection?: boolean } = {},
+  options: {
+    kind?: 'tv' | 'bot' | 'web';
+    type?: 'public' | 'confidential';
+    scopes?: string[];
+    name?: string;
+    introspection?: boolean;
+    grantTypes?: string[];
+    redirectUris?: string[];
+  } = {},
 ) {
   const created = await createClient(t.deps.db, {
     name: options.name ?? 'Living Room TV',
@@ -117,6 +125,8 @@ export async function seedClient(
     type: options.type ?? 'public',
     scopes: options.scopes ?? ['openid', 'profile', 'email', 'offline_access'],
     introspection: options.introspection,
+    grant_types: options.grantTypes,
+    redirect_uris: options.redirectUris,
   });
   return { clientId: created.client_id, clientSecret: created.client_secret };
 }
@@ -137,3 +147,22 @@ export function form(fields: Record<string, string | string[] | undefined>): str
 }
 
 export const FORM = { 'content-type': 'application/x-www-form-urlencoded' } as const;
+
+/**
+ * Runs `change` (something that changes a client's row) and returns its result once `t` has heard
+ * of it where it caches clients (PostgreSQL's LISTEN): "the next request" is the one after the
+ * announcement, which arrives a moment after the commit. `announced(result)` says whether the
+ * change wrote anything; a refused one is announced to nobody.
+ */
+export async function afterAnnounced<T>(t: { deps: Pick<Deps, 'clients'> }, change: () => Promise<T>, announced: (result: T) => boolean = () => true): Promise<T> {
+  const { clients } = t.deps;
+  const heardBefore = clients.announcementsHeard;
+  const result = await change();
+  if (!announced(result)) return result;
+  const changed = Date.now();
+  for (let turn = 0; turn < 100_000 && clients.listening && clients.announcementsHeard === heardBefore; turn++) {
+    if (Date.now() - changed > 5_000) throw new Error('the client change was not announced within 5 s');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  return result;
+}

@@ -10,10 +10,13 @@ export class Browser {
   readonly cookies = new Map<string, string>();
   csrfToken: string | null = null;
 
-  /** `remoteAddress`: the address every request of this browser comes from (default: the test's loopback). */
+  /**
+   * `remoteAddress`: the address every request of this browser comes from (default: the test's
+   * loopback); `headers`: sent with every request (Accept-Language, say).
+   */
   constructor(
     private readonly t: TestApp,
-    private readonly options: { remoteAddress?: string } = {},
+    private readonly options: { remoteAddress?: string; headers?: Record<string, string> } = {},
   ) {}
 
   get(url: string): Promise<Response> {
@@ -39,7 +42,7 @@ export class Browser {
     const response = await this.t.app.inject({
       method,
       url,
-      headers: { ...(payload === undefined ? {} : FORM), ...(cookie ? { cookie } : {}) },
+      headers: { ...this.options.headers, ...(payload === undefined ? {} : FORM), ...(cookie ? { cookie } : {}) },
       ...(payload === undefined ? {} : { payload }),
       ...(this.options.remoteAddress ? { remoteAddress: this.options.remoteAddress } : {}),
     });

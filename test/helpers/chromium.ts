@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContextOptions, type Locator, type Page, type Request } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import type { DeviceAuthorizationResponse } from '../../src/oauth/device/authorization.js';
-import { seedClient, startTestApp, type TestApp } from './app.js';
+import { FORM, form, seedClient, seedUser, startTestApp, type TestApp } from './app.js';
 import { poll } from './device.js';
 import { fetchingFrom, pngHandler, startIconServer, type IconServer } from './icon-server.js';
 import { freePort } from './server-process.js';
@@ -184,4 +184,24 @@ export async function expectTokens(response: Awaited<ReturnType<typeof poll>>): 
 /** Horizontal scrolling the page would need at its current viewport. */
 export function scrollWidth(page: Page): Promise<number> {
   return page.evaluate(() => document.documentElement.scrollWidth);
+}
+
+/** A device request that reaches the server through the (trusted, TRUST_PROXY) proxy as from `address`. */
+export async function requestCodeFrom(e2e: E2e, clientId: string, address: string, headers: Record<string, string> = {}): Promise<DeviceAuthorizationResponse> {
+  const res = await e2e.t.app.inject({
+    method: 'POST',
+    url: '/oauth/device/code',
+    headers: { ...FORM, ...headers, 'x-forwarded-for': address },
+    payload: form({ client_id: clientId }),
+  });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json();
+}
+
+/** A new user's browser whose every request arrives through the (trusted) proxy as from `address`, signed in at /activate. */
+export async function approverFrom(e2e: E2e, address: string, options: BrowserContextOptions = {}): Promise<Page> {
+  const { page } = await openPage(e2e, { ...options, extraHTTPHeaders: { 'X-Forwarded-For': address } });
+  await page.goto(`${e2e.origin}/activate`);
+  await signInHere(page, await seedUser(e2e.t));
+  return page;
 }

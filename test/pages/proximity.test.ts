@@ -110,7 +110,7 @@ describe('where a request came from, on the approval page', () => {
     const flow = await requestFrom(tv.clientId, HETZNER);
     const browser = await approverAt(TELEKOM_PHONE, user);
     const page = await approvalPage(browser, flow.user_code);
-    expect(page.body).toContain("This request came from a hosting provider's network, not from a home or office.");
+    expect(page.body).toContain("This request came from a hosting provider’s network, not from a home or office.");
     expect(page.body).toContain('in_front_of_me');
     const denied = await decide(browser, page.body, { action: 'deny' });
     expect(denied.statusCode).toBe(200);

@@ -60,11 +60,15 @@ describe.skipIf(!postgresBinariesPresent())(`the database cannot be connected to
     }
   }
 
-  /** Ends the app's connections and waits until its pool holds none, so that the next request must connect. */
-  async function dropAppConnections(): Promise<void> {
+  /**
+   * Ends the app's connections (all but `keepPid`'s) and waits until its pool holds none, so that
+   * the next request must connect.
+   */
+  async function dropAppConnections(keepPid = 0): Promise<void> {
     for (let attempt = 0; attempt < 100; attempt++) {
       const { rows } = await asSuperuser(
-        `SELECT count(pg_terminate_backend(pid))::int AS live FROM pg_stat_activity WHERE usename = '${ROLE}' AND pid <> pg_backend_pid()`,
+        `SELECT count(pg_terminate_backend(pid))::int AS live FROM pg_stat_activity
+         WHERE usename = '${ROLE}' AND pid <> pg_backend_pid() AND pid <> ${Number(keepPid)}`,
       );
       if (rows[0].live === 0 && handle.poolStats()?.total === 0) return;
       await sleep(50);
@@ -97,10 +101,14 @@ describe.skipIf(!postgresBinariesPresent())(`the database cannot be connected to
       name: "too many connections (the role's CONNECTION LIMIT already used)",
       code: '53300',
       makeUnreachable: async () => {
-        await asSuperuser(`ALTER ROLE ${ROLE} CONNECTION LIMIT 1`);
-        await dropAppConnections();
+        // The holder takes its connection before the limit, and is spared when the app's are
+        // ended: otherwise one of the app's (its pool, or its client-change listener
+        // reconnecting) can take the only place first.
         holder = new pg.Client({ connectionString: appUrl });
         await holder.connect();
+        const { rows } = await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+        await asSuperuser(`ALTER ROLE ${ROLE} CONNECTION LIMIT 1`);
+        await dropAppConnections(rows[0]!.pid);
       },
       undo: async () => {
         await holder?.end();
@@ -178,10 +186,10 @@ describe.skipIf(!postgresBinariesPresent())(`the database cannot be connected to
   it.each(situations.map((s) => [s.name, s] as const))(
     '%s: 503 temporarily_unavailable, a 503 page, /readyz fails, one warn line each without a stack; the same app recovers by itself',
     async (_name, situation) => {
-      await situation.makeUnreachable();
       let answers: Array<[RequestName, Response]>;
       let outageLog: string[];
       try {
+        await situation.makeUnreachable();
         logLines.length = 0;
         answers = await fireAtOnce();
         outageLog = [...logLines];

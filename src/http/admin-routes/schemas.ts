@@ -27,6 +27,8 @@ export const clientView = z.object({
   type: z.enum(['public', 'confidential']),
   scopes: z.array(z.string()),
   introspection: z.boolean(),
+  grant_types: z.array(z.string()).describe('RFC 7591: the grants it may use; refresh_token means it gets refresh tokens'),
+  redirect_uris: z.array(z.string()).describe('exact URLs the authorization endpoint may redirect to'),
   created_at: z.string(),
   disabled: z.boolean(),
 });
@@ -35,6 +37,8 @@ export const createdClient = z.object({
   client_id: z.string(),
   client_secret: z.string().nullable().describe('shown once; null for a public client'),
   introspection: z.boolean(),
+  grant_types: z.array(z.string()),
+  redirect_uris: z.array(z.string()),
 });
 
 export const rotatedSecret = z.object({
@@ -67,7 +71,7 @@ export const deviceView = z.object({
 export const connectedAppView = z.object({
   client_id: z.string(),
   app: z.string(),
-  kind: z.string(),
+  kind: z.enum(['tv', 'bot', 'web']),
   devices: z.number().int().nullable(),
   last_used_at: z.string(),
 });

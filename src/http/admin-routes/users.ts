@@ -136,8 +136,8 @@ export function adminUserRoutes(app: AdminApp, deps: Deps): void {
           app: d.appName,
           platform_name: d.platformName,
           platform_description: d.platformDescription,
-          signed_in_at: d.signedInAt.iso,
-          last_used_at: d.lastUsedAt.iso,
+          signed_in_at: d.signedInAt.toISOString(),
+          last_used_at: d.lastUsedAt.toISOString(),
         })),
       };
     },
@@ -171,7 +171,7 @@ export function adminUserRoutes(app: AdminApp, deps: Deps): void {
       const user = await userOrThrow(request.params.email);
       const apps = await listConnectedApps(deps, user.user_id);
       return {
-        items: apps.map((a) => ({ client_id: a.clientId, app: a.appName, kind: a.appKind, devices: a.devices, last_used_at: a.lastUsedAt.iso })),
+        items: apps.map((a) => ({ client_id: a.clientId, app: a.appName, kind: a.appKind, devices: a.devices, last_used_at: a.lastUsedAt.toISOString() })),
       };
     },
   );

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { isDatabaseUnavailable } from '../../db/unavailable.js';
-import { identifyClient } from '../../oauth/client-auth.js';
+import { identifyClient, requireGrantType } from '../../oauth/client-auth.js';
 import { OAuthError, unsupportedGrantType } from '../../oauth/errors.js';
 import { grants } from '../../oauth/grants/index.js';
 import { parseForm } from '../form.js';
@@ -29,6 +29,7 @@ export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
     if (perApp) await perApp;
     const grant = grants.get(form.grant_type);
     if (!grant) throw unsupportedGrantType(`grant_type ${form.grant_type} is not supported`);
+    requireGrantType(client, grant.grantType);
     const parameters = parseForm(grant.parameters, request.body);
     let response;
     try {

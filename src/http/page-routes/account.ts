@@ -12,6 +12,8 @@ import {
 import { CLIENT_ID_SYNTAX } from '../../oauth/client-auth.js';
 import { parsePageForm } from '../form.js';
 import { renderPage } from './render.js';
+import type { MessageKey } from '../../i18n/catalogues.js';
+import { translatorFor } from '../page-language.js';
 import { signInUrl } from './sign-in.js';
 
 const DEVICES_PATH = '/account/devices';
@@ -25,17 +27,16 @@ const appsQuery = z.object({ removed: clientId.optional().catch(undefined) });
 const signOutForm = z.object({ link_id: z.uuid() });
 const removeForm = z.object({ client_id: clientId });
 
-const NOT_FOUND = {
-  device: 'That device is not signed in to your account, so nothing was signed out. It may have been signed out already.',
-  app: 'That app has no access to your account, so nothing was removed. Its access may have been removed already.',
-};
-
-function renderDevices(request: FastifyRequest, reply: FastifyReply, page: DevicesPage, message: string | null = null, status = 200) {
-  return renderPage(request, reply, 'account/devices.eta', { title: 'Devices', ...page, message }, status);
+function renderDevices(request: FastifyRequest, reply: FastifyReply, page: DevicesPage, message: MessageKey | null = null, status = 200) {
+  const i18n = translatorFor(request);
+  const notice = page.signedOutApp === null ? null : i18n.t('devices.signed_out', { app: page.signedOutApp });
+  return renderPage(request, reply, 'account/devices.eta', { title: i18n.t('devices.title'), ...page, notice, message: message && i18n.t(message) }, status);
 }
 
-function renderApps(request: FastifyRequest, reply: FastifyReply, page: ConnectedAppsPage, message: string | null = null, status = 200) {
-  return renderPage(request, reply, 'account/apps.eta', { title: 'Connected apps', ...page, message }, status);
+function renderApps(request: FastifyRequest, reply: FastifyReply, page: ConnectedAppsPage, message: MessageKey | null = null, status = 200) {
+  const i18n = translatorFor(request);
+  const notice = page.removedApp === null ? null : i18n.t('apps.removed', { app: page.removedApp });
+  return renderPage(request, reply, 'account/apps.eta', { title: i18n.t('apps.title'), ...page, notice, message: message && i18n.t(message) }, status);
 }
 
 export function accountRoutes(app: FastifyInstance, deps: Deps): void {
@@ -52,7 +53,7 @@ export function accountRoutes(app: FastifyInstance, deps: Deps): void {
     const form = parsePageForm(signOutForm, request.body);
     const outcome = await signOutDevice(deps, user.userId, form.link_id, request.ip);
     if (outcome === 'signed_out') return reply.redirect(`${DEVICES_PATH}?signed_out=${form.link_id}`, 303);
-    return renderDevices(request, reply, await devicesPage(deps, user.userId, {}), NOT_FOUND.device, 404);
+    return renderDevices(request, reply, await devicesPage(deps, user.userId, {}), 'devices.not_found', 404);
   });
 
   app.get(APPS_PATH, async (request, reply) => {
@@ -68,6 +69,6 @@ export function accountRoutes(app: FastifyInstance, deps: Deps): void {
     const form = parsePageForm(removeForm, request.body);
     const outcome = await removeAppAccess(deps, user.userId, form.client_id, request.ip);
     if (outcome === 'removed') return reply.redirect(`${APPS_PATH}?removed=${encodeURIComponent(form.client_id)}`, 303);
-    return renderApps(request, reply, await connectedAppsPage(deps, user.userId, {}), NOT_FOUND.app, 404);
+    return renderApps(request, reply, await connectedAppsPage(deps, user.userId, {}), 'apps.not_found', 404);
   });
 }

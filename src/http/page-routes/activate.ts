@@ -15,14 +15,15 @@ import {
 } from '../../oauth/device/verification.js';
 import { parsePageForm } from '../form.js';
 import { renderPage } from './render.js';
-import { showTime } from '../../accounts/devices.js';
-import type { ProximityAssessment } from '../../oauth/device/proximity.js';
+import type { MessageKey, Translator } from '../../i18n/catalogues.js';
+import { describePlace, describeWhere } from '../../i18n/places.js';
+import { translatorFor } from '../page-language.js';
 import { signInUrl } from './sign-in.js';
 
 /** Each page speaks of what it connects: a bot's owner is not setting up a TV. */
-const PAGES: Record<ActivationPage, { path: string; title: string; noun: 'device' | 'bot'; connected: string }> = {
-  device: { path: '/activate', title: 'Connect a device', noun: 'device', connected: 'Device connected' },
-  bot: { path: '/activate/bot', title: 'Connect a bot', noun: 'bot', connected: 'Bot connected' },
+const PAGES: Record<ActivationPage, { path: string; kind: 'device' | 'bot' }> = {
+  device: { path: '/activate', kind: 'device' },
+  bot: { path: '/activate/bot', kind: 'bot' },
 };
 
 /**
@@ -43,65 +44,58 @@ interface CodeStepModel {
 }
 
 function renderCodeStep(deps: Deps, request: FastifyRequest, reply: FastifyReply, page: ActivationPage, model: CodeStepModel, status = 200) {
-  const { title, path, noun } = PAGES[page];
+  const { path, kind } = PAGES[page];
   return renderPage(
     request,
     reply,
     'activate/code.eta',
-    { title, action: path, noun, codeMinutes: Math.round(deps.config.deviceCodeTtl / 60), ...model },
+    { title: translatorFor(request).t('activate.title', { kind }), action: path, kind, codeMinutes: Math.round(deps.config.deviceCodeTtl / 60), ...model },
     status,
   );
 }
 
-function refusal(page: ActivationPage, refused: RefusedCode): { status: number; message: string; link: CodeStepModel['link'] } {
-  const { noun } = PAGES[page];
+const REFUSED_MESSAGES = {
+  malformed: { status: 400, key: 'activate.refused.malformed' },
+  unknown: { status: 400, key: 'activate.refused.unknown' },
+  expired: { status: 410, key: 'activate.refused.expired' },
+  already_used: { status: 410, key: 'activate.refused.already_used' },
+  cancelled: { status: 410, key: 'activate.refused.cancelled' },
+  denied: { status: 410, key: 'activate.refused.denied' },
+} as const satisfies Record<string, { status: number; key: MessageKey }>;
+
+function refusal(i18n: Translator, page: ActivationPage, refused: RefusedCode): { status: number; message: string; link: CodeStepModel['link'] } {
+  const { kind } = PAGES[page];
   switch (refused.kind) {
-    case 'malformed':
-      return { status: 400, message: `Codes have 8 letters, like BCDF-GHJK. Check the code on your ${noun} and try again.`, link: null };
-    case 'unknown':
-      return { status: 400, message: `That code was not found. Check the code on your ${noun} and try again.`, link: null };
-    case 'expired':
-      return { status: 410, message: `That code has expired. Start again on your ${noun} to get a new code.`, link: null };
-    case 'already_used':
-      return { status: 410, message: `That code has already been used. Start again on your ${noun} to get a new code.`, link: null };
-    case 'cancelled':
+    case 'refused_by_policy':
       return {
-        status: 410,
-        message: `That request was cancelled because a phrase that did not match was picked. Start again on your ${noun} to get a new code.`,
+        status: 403,
+        message: i18n.t('activate.refused.policy', { kind, from: describePlace(i18n, refused.proximity.requester, 'sentence') }),
         link: null,
       };
-    case 'denied':
-      return { status: 410, message: `That request was denied. Start again on your ${noun} to get a new code.`, link: null };
-    case 'refused_by_policy':
-      return { status: 403, message: policyRefusal(noun, refused.proximity), link: null };
     case 'wrong_page': {
       const right = PAGES[refused.rightPage];
-      const message =
-        refused.rightPage === 'bot'
-          ? 'That code belongs to a bot. Bots are connected on their own page.'
-          : 'That code belongs to a device, not a bot. Devices are connected on their own page.';
-      return { status: 400, message, link: { href: codeStepPath(refused.rightPage, refused.userCode), text: right.title } };
+      const message = i18n.t(refused.rightPage === 'bot' ? 'activate.refused.belongs_to_bot' : 'activate.refused.belongs_to_device');
+      return { status: 400, message, link: { href: codeStepPath(refused.rightPage, refused.userCode), text: i18n.t('activate.title', { kind: right.kind }) } };
+    }
+    default: {
+      const { status, key } = REFUSED_MESSAGES[refused.kind];
+      return { status, message: i18n.t(key, { kind }), link: null };
     }
   }
 }
 
 function refuseCode(deps: Deps, request: FastifyRequest, reply: FastifyReply, page: ActivationPage, typed: string, refused: RefusedCode) {
-  const { status, message, link } = refusal(page, refused);
+  const { status, message, link } = refusal(translatorFor(request), page, refused);
   return renderCodeStep(deps, request, reply, page, { userCode: typed, message, link }, status);
 }
 
-function policyRefusal(noun: string, proximity: ProximityAssessment): string {
-  const network = proximity.requester.network ? ` on ${proximity.requester.network}` : '';
-  return `This request came from ${proximity.requester.where}${network}, and this service does not accept requests from there. Nothing was connected. If you are setting up a ${noun} in front of you, contact the service's support.`;
-}
-
 /** "Requested 3 minutes ago from Berlin, Germany on Hetzner Online GmbH" and what to make of it. */
-function contextModel(deps: Deps, pending: PendingRequestView) {
+function contextModel(deps: Deps, i18n: Translator, pending: PendingRequestView) {
   const { requester, sameNetwork, signals, action } = pending.proximity;
   const minutesAgo = Math.max(0, Math.floor((deps.clock.now().getTime() - pending.requestedAt.getTime()) / 60_000));
   return {
-    requestedAgo: minutesAgo === 0 ? 'less than a minute ago' : `${minutesAgo} minute${minutesAgo === 1 ? '' : 's'} ago`,
-    where: requester.where,
+    requestedAgo: i18n.t('time.minutes_ago', { minutes: minutesAgo }),
+    where: describeWhere(i18n, requester),
     network: requester.network,
     address: requester.address,
     sameNetwork,
@@ -120,18 +114,20 @@ function renderApprovalStep(
   pending: PendingRequestView,
   problem: string | null = null,
 ) {
+  const i18n = translatorFor(request);
+  const { kind, path } = PAGES[page];
   const minutesLeft = Math.max(1, Math.ceil((pending.expiresAt.getTime() - deps.clock.now().getTime()) / 60_000));
   return renderPage(
     request,
     reply,
     'activate/approve.eta',
     {
-      title: PAGES[page].title,
-      action: `${PAGES[page].path}/decision`,
-      noun: PAGES[page].noun,
+      title: i18n.t('activate.title', { kind }),
+      action: `${path}/decision`,
+      kind,
       request: pending,
-      validity: { minutesLeft, until: showTime(pending.expiresAt).text },
-      context: contextModel(deps, pending),
+      validity: { minutesLeft, until: i18n.time(pending.expiresAt) },
+      context: contextModel(deps, i18n, pending),
       problem,
     },
     problem ? 400 : 200,
@@ -142,29 +138,12 @@ function renderApprovalStep(
  * What a decision page says. Only a connection is shown as a success; a denial is neutral, a
  * cancellation and a late second answer are warnings.
  */
-function result(page: ActivationPage, decision: Decision, appName: string): { status: number; heading: string; message: string; tone: 'success' | 'neutral' | 'warning' } {
-  const { noun, connected } = PAGES[page];
-  switch (decision) {
-    case 'approved':
-      return { status: 200, tone: 'success', heading: connected, message: `${appName} is now connected to your account. You can close this window and return to your ${noun}.` };
-    case 'denied':
-      return { status: 200, tone: 'neutral', heading: 'Request denied', message: `Nothing was connected: ${appName} gets no access to your account. You can close this window.` };
-    case 'cancelled_wrong_phrase':
-      return {
-        status: 200,
-        tone: 'warning',
-        heading: 'Request cancelled',
-        message: `That phrase does not match the one on your ${noun}, so the request has been cancelled for your safety and ${appName} gets no access. If you are setting up a ${noun} in front of you, start again on it.`,
-      };
-    case 'already_decided':
-      return {
-        status: 409,
-        tone: 'warning',
-        heading: 'Already decided',
-        message: `This request was already decided and can no longer change. To connect, start again on your ${noun}.`,
-      };
-  }
-}
+const RESULTS = {
+  approved: { status: 200, tone: 'success', heading: 'result.connected', message: 'result.connected_message' },
+  denied: { status: 200, tone: 'neutral', heading: 'result.denied', message: 'result.denied_message' },
+  cancelled_wrong_phrase: { status: 200, tone: 'warning', heading: 'result.cancelled', message: 'result.cancelled_message' },
+  already_decided: { status: 409, tone: 'warning', heading: 'result.already_decided', message: 'result.already_decided_message' },
+} as const satisfies Record<Decision, { status: number; tone: 'success' | 'neutral' | 'warning'; heading: MessageKey; message: MessageKey }>;
 
 const codeInput = z.object({ user_code: z.string().default('') });
 const decisionForm = z.object({
@@ -175,10 +154,10 @@ const decisionForm = z.object({
   in_front_of_me: z.literal('yes').optional(),
 });
 
-function decisionChoice(form: z.output<typeof decisionForm>): DecisionChoice {
+function decisionChoice(form: z.output<typeof decisionForm>, page: ActivationPage): DecisionChoice {
   if (form.action === 'deny') return { action: 'deny' };
   // Browsers enforce the required radio; only a hand-made request gets here without one.
-  if (!form.phrase) throw new PageError(400, 'Choose a phrase', 'Choose the phrase your device shows, then press Approve.');
+  if (!form.phrase) throw new PageError(400, 'error.choose_phrase', 'error.choose_phrase_message', { kind: PAGES[page].kind });
   return { action: 'approve', phrase: form.phrase, inFrontOfMe: form.in_front_of_me === 'yes' };
 }
 
@@ -205,7 +184,8 @@ async function resolveWithinGuessLimit<T>(
   if (limit.limited) {
     await reservation.refund();
     reply.header('Retry-After', String(limit.retryAfterSeconds));
-    const message = `Too many wrong codes. Wait ${waitText(limit.retryAfterSeconds)}, then try again.`;
+    const i18n = translatorFor(request);
+    const message = i18n.t('activate.refused.too_many', { wait: waitText(i18n, limit.retryAfterSeconds) });
     return renderCodeStep(deps, request, reply, page, { userCode: typed, message, link: null }, 429);
   }
   let outcome: Resolution<T>;
@@ -260,7 +240,7 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
       const user = request.session?.user;
       if (!user) return reply.redirect(signInUrl(codeStepPath(page, form.user_code)), 303);
       const shown = { userCode: form.user_code, handle: form.request_handle };
-      const choice = decisionChoice(form);
+      const choice = decisionChoice(form, page);
       return resolveWithinGuessLimit(
         deps,
         request,
@@ -276,22 +256,18 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
         (decided) => {
           if (decided.kind === 'refused') return refuseCode(deps, request, reply, page, form.user_code, decided.refusal);
           if (decided.kind === 'needs_confirmation') {
-            return renderApprovalStep(
-              deps,
-              request,
-              reply,
-              page,
-              decided.request,
-              `Tick “I am setting up a ${PAGES[page].noun} that is in front of me” to approve, or press Deny.`,
-            );
+            const problem = translatorFor(request).t('approve.tick_to_approve', { kind: PAGES[page].kind });
+            return renderApprovalStep(deps, request, reply, page, decided.request, problem);
           }
-          const shownResult = result(page, decided.decision, decided.appName);
+          const i18n = translatorFor(request);
+          const { kind } = PAGES[page];
+          const said = RESULTS[decided.decision];
           return renderPage(
             request,
             reply,
             'activate/result.eta',
-            { title: shownResult.heading, message: shownResult.message, tone: shownResult.tone, againHref: path, noun: PAGES[page].noun },
-            shownResult.status,
+            { title: i18n.t(said.heading, { kind }), message: i18n.t(said.message, { kind, app: decided.appName }), tone: said.tone, againHref: path, kind },
+            said.status,
           );
         },
       );

@@ -1,7 +1,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { layoutModel } from '../plugins/session.js';
+import { languageModel } from '../page-language.js';
 
-/** Renders a page with what the layout needs (signed-in state, CSRF token) added to its view model. */
+/**
+ * Renders a page with what the layout needs (signed-in state, CSRF token, the reader's language)
+ * added to its view model. `title` is already in the reader's language.
+ */
 export function renderPage(
   request: FastifyRequest,
   reply: FastifyReply,
@@ -9,5 +13,5 @@ export function renderPage(
   model: { title: string } & Record<string, unknown>,
   status = 200,
 ): FastifyReply {
-  return reply.code(status).view(template, { ...layoutModel(request), ...model });
+  return reply.code(status).view(template, { ...layoutModel(request), ...languageModel(request, reply), ...model });
 }

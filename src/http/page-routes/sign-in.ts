@@ -11,6 +11,8 @@ import { signIn, signOut } from '../../accounts/sessions.js';
 import { parsePageForm } from '../form.js';
 import { clearAnonymousCookie, clearSessionCookie, setSessionCookie } from '../plugins/session.js';
 import { renderPage } from './render.js';
+import type { MessageKey } from '../../i18n/catalogues.js';
+import { translatorFor } from '../page-language.js';
 
 const DEFAULT_RETURN_PATH = '/activate';
 const RETURN_PATHS = /^\/(activate|account)(\/|$)/;
@@ -51,9 +53,9 @@ const signInForm = z.object({
 
 const REFUSALS = {
   // One message for an unknown email and a wrong password: the page reveals no accounts.
-  wrong_credentials: { status: 401, message: 'The email or password is incorrect.' },
-  banned: { status: 403, message: 'This account has been suspended and cannot sign in. Contact the administrator if you think this is a mistake.' },
-} as const;
+  wrong_credentials: { status: 401, message: 'signin.wrong_credentials' },
+  banned: { status: 403, message: 'signin.banned' },
+} as const satisfies Record<string, { status: number; message: MessageKey }>;
 
 const BUSY_RETRY_SECONDS = 1;
 
@@ -76,18 +78,19 @@ export function signInRoutes(app: FastifyInstance, deps: Deps): void {
   app.get('/signin', async (request, reply) => {
     const returnTo = localReturnPath(parsePageForm(signInQuery, request.query).return_to);
     if (request.session?.user) return reply.redirect(returnTo, 303);
-    return renderPage(request, reply, 'signin.eta', { title: 'Sign in', returnTo, email: '', message: null });
+    return renderPage(request, reply, 'signin.eta', { title: translatorFor(request).t('signin.title'), returnTo, email: '', message: null });
   });
 
   app.post('/signin', async (request, reply) => {
     const form = parsePageForm(signInForm, request.body);
     const returnTo = localReturnPath(form.return_to);
+    const i18n = translatorFor(request);
     const renderSignIn = (message: string, status: number) =>
-      renderPage(request, reply, 'signin.eta', { title: 'Sign in', returnTo, email: form.email, message }, status);
+      renderPage(request, reply, 'signin.eta', { title: i18n.t('signin.title'), returnTo, email: form.email, message }, status);
     const address = limitedAddress(deps, request);
     const busy = () => {
       reply.header('Retry-After', String(BUSY_RETRY_SECONDS));
-      return renderSignIn('Too many sign-in attempts are being checked right now. Wait a moment, then try again.', 503);
+      return renderSignIn(i18n.t('signin.busy'), 503);
     };
     // Before any other work: a flood from one address is turned away without a database write.
     const admission = deps.passwordChecks.admit(address);
@@ -104,7 +107,7 @@ export function signInRoutes(app: FastifyInstance, deps: Deps): void {
       if (limit.limited) {
         await reservation.refund();
         reply.header('Retry-After', String(limit.retryAfterSeconds));
-        return renderSignIn(`Too many failed sign-in attempts. Wait ${waitText(limit.retryAfterSeconds)}, then try again.`, 429);
+        return renderSignIn(i18n.t('signin.too_many', { wait: waitText(i18n, limit.retryAfterSeconds) }), 429);
       }
       // An account under attack from many addresses: an address that has not failed on it is slowed, not refused.
       if (reservation.over('signInPerAccount')) await sleep(deps.config.signInSlowdownMs);
@@ -125,7 +128,7 @@ export function signInRoutes(app: FastifyInstance, deps: Deps): void {
         return reply.redirect(returnTo, 303);
       }
       const refusal = REFUSALS[result.kind];
-      return renderSignIn(refusal.message, refusal.status);
+      return renderSignIn(i18n.t(refusal.message), refusal.status);
     } finally {
       admission.place.leave();
     }

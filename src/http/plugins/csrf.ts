@@ -17,11 +17,7 @@ export function registerCsrfCheck(app: FastifyInstance): void {
     const submitted = body.csrf_token;
     const session = request.session;
     if (typeof submitted !== 'string' || !session || !isValidCsrfToken(session, submitted)) {
-      throw new PageError(
-        403,
-        'This form has expired',
-        'The form was not accepted because it came without a valid security token, or your session ended. Nothing was changed. Go back, reload the page and try again.',
-      );
+      throw new PageError(403, 'error.form_expired', 'error.form_expired_message');
     }
   });
 }

@@ -1,6 +1,8 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describeUnavailable, isDatabaseUnavailable } from '../../db/unavailable.js';
 import { OAuthError, PageError, RETRY_AFTER_SECONDS, temporarilyUnavailable } from '../../oauth/errors.js';
+import type { MessageKey, MessageValues } from '../../i18n/catalogues.js';
+import { languageModel } from '../page-language.js';
 
 const isOAuthPath = (url: string) => url.startsWith('/oauth/') || url.startsWith('/.well-known/');
 
@@ -11,8 +13,20 @@ export function sendOAuthError(reply: FastifyReply, error: OAuthError): FastifyR
     .send(error.toBody());
 }
 
-export function sendPageError(reply: FastifyReply, status: number, title: string, message: string): FastifyReply {
-  return reply.code(status).header('Cache-Control', 'no-store').view('error.eta', { title, message });
+/** An error page in the reader's language; `values` fill the message's arguments. */
+export function sendPageError(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  status: number,
+  title: MessageKey,
+  message: MessageKey,
+  values: MessageValues = {},
+): FastifyReply {
+  const language = languageModel(request, reply);
+  return reply
+    .code(status)
+    .header('Cache-Control', 'no-store')
+    .view('error.eta', { ...language, title: language.t(title), message: language.t(message, values) });
 }
 
 /**
@@ -23,14 +37,16 @@ export function sendPageError(reply: FastifyReply, status: number, title: string
 export function registerErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | OAuthError | PageError, request: FastifyRequest, reply: FastifyReply) => {
     if (error instanceof OAuthError) return sendOAuthError(reply, error);
-    if (error instanceof PageError) return sendPageError(reply.headers(error.headers), error.status, error.title, error.message);
+    if (error instanceof PageError) {
+      return sendPageError(request, reply.headers(error.headers), error.status, error.title, error.messageKey, error.values);
+    }
 
     const status = 'statusCode' in error && typeof error.statusCode === 'number' ? error.statusCode : 500;
     if (status >= 400 && status < 500) {
       // Framework-level refusals: unsupported media type, a body too large or malformed.
       const description = error.message || 'the request could not be read';
       if (isOAuthPath(request.url)) return sendOAuthError(reply, new OAuthError('invalid_request', description, status));
-      return sendPageError(reply, status, 'Bad request', description);
+      return sendPageError(request, reply, status, 'error.bad_request', 'error.request_unreadable', { detail: description });
     }
 
     if (isDatabaseUnavailable(error)) {
@@ -41,20 +57,20 @@ export function registerErrorHandler(app: FastifyInstance): void {
         return sendOAuthError(reply, temporarilyUnavailable('the service cannot reach its database; retry shortly'));
       }
       reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
-      return sendPageError(reply, 503, 'Temporarily unavailable', 'This service cannot complete your request right now. Please try again in a moment.');
+      return sendPageError(request, reply, 503, 'error.unavailable', 'error.unavailable_message');
     }
 
     request.log.error({ err: error }, 'unhandled error');
     if (isOAuthPath(request.url)) {
       return sendOAuthError(reply, new OAuthError('server_error', 'the server could not complete the request', 500));
     }
-    return sendPageError(reply, 500, 'Something went wrong', 'Please try again in a moment.');
+    return sendPageError(request, reply, 500, 'error.internal', 'error.internal_message');
   });
 
   app.setNotFoundHandler((request, reply) => {
     if (isOAuthPath(request.url)) {
       return sendOAuthError(reply, new OAuthError('invalid_request', `no endpoint ${request.method} ${request.url.split('?')[0]}`, 404));
     }
-    return sendPageError(reply, 404, 'Page not found', 'There is no page at this address.');
+    return sendPageError(request, reply, 404, 'error.not_found', 'error.not_found_message');
   });
 }

@@ -1,8 +1,8 @@
 import type { Deps } from '../../deps.js';
 import { addSeconds } from '../../lib/clock.js';
 import { insertDeviceRequest } from '../../repositories/device-requests.js';
-import { refuseIfDisabled, type Client } from '../client-auth.js';
-import { endpoints } from '../metadata.js';
+import { refuseIfDisabled, requireGrantType, type Client } from '../client-auth.js';
+import { DEVICE_CODE_GRANT, endpoints } from '../metadata.js';
 import { grantableScopes } from '../scopes.js';
 import { mintOpaque, TOKEN_PREFIX } from '../tokens.js';
 import { generatePhraseChoices } from './phrases.js';
@@ -54,6 +54,8 @@ export async function requestDeviceAuthorization(
   input: DeviceAuthorizationInput,
   origin: RequestOrigin,
 ): Promise<DeviceAuthorizationResponse> {
+  // RFC 8628 §3.2 answers with RFC 6749 §5.2's errors: an app not registered for the grant is unauthorized_client.
+  requireGrantType(client, DEVICE_CODE_GRANT);
   const scopes = grantableScopes(input.scope, client.allowedScopes);
   const platform = {
     platform_name: validatePlatformText('platform_name', input.platform_name),

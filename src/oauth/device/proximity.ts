@@ -20,8 +20,8 @@ export interface SideContext {
   address: string;
   kind: Place['kind'];
   country: string | null;
-  /** City and country, or the country alone, or what kind of address it is. */
-  where: string;
+  /** Only with a City database (GEOIP_DATABASE). */
+  city: string | null;
   network: string | null;
   asn: number | null;
   hosting: boolean;
@@ -37,17 +37,8 @@ export interface ProximityAssessment {
   action: PolicyAction;
 }
 
-const KIND_WORDS: Record<Place['kind'], string> = {
-  public: 'an unknown place',
-  private: 'a private network',
-  loopback: 'this server itself',
-  'link-local': 'a local link',
-  unknown: 'an unknown address',
-};
-
 function side(place: Place): SideContext {
-  const where = place.countryName ? (place.city ? `${place.city}, ${place.countryName}` : place.countryName) : KIND_WORDS[place.kind];
-  return { address: place.address, kind: place.kind, country: place.country, where, network: place.network, asn: place.asn, hosting: place.hosting };
+  return { address: place.address, kind: place.kind, country: place.country, city: place.city, network: place.network, asn: place.asn, hosting: place.hosting };
 }
 
 /** Compares the requester with the approver and applies the operator's policy. */

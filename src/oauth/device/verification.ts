@@ -2,7 +2,6 @@ import type { Deps } from '../../deps.js';
 import type { ClientKind } from '../../db/schema.js';
 import { approveDeviceRequest, denyDeviceRequest, findDeviceRequestByUserCode } from '../../repositories/device-requests.js';
 import { safeEqual } from '../../lib/random.js';
-import { SCOPE_DESCRIPTIONS } from '../scopes.js';
 import { iconPath } from './platform-icons.js';
 import { normaliseUserCode, requestHandle, userCodeHmac } from './user-code.js';
 import { assessProximity, type ProximityAssessment } from './proximity.js';
@@ -21,7 +20,8 @@ export interface PendingRequestView {
   userCode: string;
   appName: string;
   appKind: ClientKind;
-  scopes: { name: string; description: string }[];
+  /** The approval page describes each in the reader's language (scope.<name> in the catalogues). */
+  scopes: string[];
   platformName: string | null;
   platformDescription: string | null;
   /** The icon's path on our own origin once the server has stored it; null until then, or when the fetch failed. */
@@ -69,7 +69,7 @@ function classify(deps: Deps, row: FoundRequest, userCode: string, page: Activat
       userCode,
       appName: row.client_name,
       appKind: row.client_kind,
-      scopes: row.scopes.map((name) => ({ name, description: SCOPE_DESCRIPTIONS[name] ?? name })),
+      scopes: row.scopes,
       platformName: row.platform_name,
       platformDescription: row.platform_description,
       platformIcon: row.platform_icon_sha256 === null ? null : iconPath(row.platform_icon_sha256),

@@ -63,7 +63,7 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       await denyRedeemedForBannedUser(trx, poll.request_id, now);
       return { kind: 'banned' as const };
     }
-    const withRefresh = receivesRefreshTokens(client.kind);
+    const withRefresh = receivesRefreshTokens(client);
     const tokens = mintOpaqueTokens(withRefresh);
     const linkId = await insertDeviceLink(trx, {
       user_id: redeemed.user_id,
