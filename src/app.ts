@@ -20,6 +20,7 @@ import { registerSecretsNotInUrl } from './http/plugins/secrets-not-in-url.js';
 import { registerStrictInput, strictQueryParser } from './http/plugins/strict-input.js';
 import { registerCsrfCheck } from './http/plugins/csrf.js';
 import { registerSessions } from './http/plugins/session.js';
+import { authorizeRoutes } from './http/page-routes/authorize.js';
 import { accountRoutes } from './http/page-routes/account.js';
 import { activateRoutes } from './http/page-routes/activate.js';
 import { homeRoutes } from './http/page-routes/home.js';
@@ -130,6 +131,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     signInRoutes(pages, deps);
     activateRoutes(pages, deps);
     accountRoutes(pages, deps);
+    authorizeRoutes(pages, deps);
   });
 
   return app;

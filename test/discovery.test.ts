@@ -23,6 +23,18 @@ describe('discovery and keys', () => {
     },
   );
 
+  it('lists the authorization-code flow as OAuth 2.1 profiles it: code only, PKCE S256 only, iss in responses', async () => {
+    const meta = (await t.app.inject({ method: 'GET', url: '/.well-known/openid-configuration' })).json();
+    expect(meta.authorization_endpoint).toBe('http://localhost:3000/oauth/authorize');
+    expect(meta.response_types_supported).toEqual(['code']);
+    expect(meta.response_modes_supported).toEqual(['query']);
+    expect(meta.code_challenge_methods_supported).toEqual(['S256']);
+    expect(meta.grant_types_supported).toContain('authorization_code');
+    expect(meta.authorization_response_iss_parameter_supported).toBe(true);
+    expect(meta.token_endpoint_auth_methods_supported).toEqual(['client_secret_basic', 'client_secret_post', 'none']);
+    expect(meta.claims_supported).toContain('nonce');
+  });
+
   it('publishes an RS256 public key whose kid is its thumbprint, and no private part', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/.well-known/jwks.json' });
     const { keys } = res.json();

@@ -33,8 +33,9 @@ const USAGE = `usage: device-auth <command>
                                 a confidential web app is a resource server that may introspect tokens
                                 unless --no-introspection; a tv or bot app never is. Grant types default
                                 to what the kind always could: tv and bot "device_code refresh_token"
-                                (refresh_token: it gets refresh tokens), web "device_code". A redirect
-                                URI is https, or http on 127.0.0.1 or [::1], matched exactly
+                                (refresh_token: it gets refresh tokens), web "device_code". A web app
+                                that signs users in on the web adds authorization_code, which needs a
+                                redirect URI: https, or http on 127.0.0.1 or [::1], matched exactly
   client list [--limit N] [--after CLIENT_ID]
                                 one JSON line per client, in client_id order; the next page starts --after the last
   client show CLIENT_ID

@@ -165,6 +165,31 @@ export interface PlatformIconsTable {
   last_used_at: Timestamp;
 }
 
+/** An authorization code (OAuth 2.1 §4.1.2): its hash, what it is bound to, and the grant its redemption created. */
+export interface AuthorizationCodesTable {
+  code_hash: Uint8Array;
+  client_id: string;
+  user_id: string;
+  redirect_uri: string;
+  scopes: string[];
+  /** PKCE (RFC 7636), S256 only. */
+  code_challenge: string;
+  nonce: string | null;
+  auth_time: Timestamp;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+  redeemed_at: Timestamp | null;
+  grant_id: string | null;
+}
+
+/** The scopes a user has agreed to share with an app: asked once, until Remove access. */
+export interface ConsentsTable {
+  user_id: string;
+  client_id: string;
+  scopes: string[];
+  granted_at: Timestamp;
+}
+
 export interface DB {
   clients: ClientsTable;
   users: UsersTable;
@@ -178,6 +203,8 @@ export interface DB {
   link_events: LinkEventsTable;
   rate_limit_counters: RateLimitCountersTable;
   platform_icons: PlatformIconsTable;
+  authorization_codes: AuthorizationCodesTable;
+  consents: ConsentsTable;
 }
 
 export type ClientRow = Selectable<ClientsTable>;

@@ -35,6 +35,12 @@ export function createMetrics(poolStats: () => PoolStats | null = () => null) {
       labelNames: ['grant_type', 'outcome'] as const,
       registers: [registry],
     }),
+    authorizationResponses: new Counter({
+      name: 'device_auth_authorization_responses_total',
+      help: 'Answers of the authorization endpoint sent back to web apps: code, or the error code (login_required, access_denied, ...)',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
     verificationDecisions: new Counter({
       name: 'device_auth_verification_decisions_total',
       help: 'Decisions on the verification page: approved, denied, cancelled_wrong_phrase',

@@ -27,8 +27,10 @@ export interface ClientCredentials {
   authorization: string | undefined;
   /** client_id from the form, if any. */
   clientId: string | undefined;
-  /** client_secret from the form, if any: refused, secrets travel in HTTP Basic only. */
+  /** client_secret from the form, if any. */
   clientSecret: string | undefined;
+  /** Whether this endpoint accepts client_secret_post (the token endpoint); elsewhere a secret in the body is refused. */
+  secretInBody: boolean;
 }
 
 /** One form-urlencoded half of the Basic credentials, decoded strictly; null if it cannot be stored text. */
@@ -59,7 +61,7 @@ function decodeBasic(header: string): { id: string; secret: string } {
  */
 export const CLIENT_ID_SYNTAX = /^[\x20-\x7e]{1,128}$/;
 
-interface RegisteredClient extends Client {
+export interface RegisteredClient extends Client {
   secretHash: Buffer | null;
   /** The secret a rotation replaced, still accepted until `previousSecretUntil` (epoch ms). */
   previousSecretHash: Buffer | null;
@@ -189,19 +191,24 @@ function registeredClient(row: NonNullable<Awaited<ReturnType<typeof findClient>
   };
 }
 
-/** Who the request claims to be, and the secret if it gave one. */
+/**
+ * Who the request claims to be, and the secret if it gave one: HTTP Basic (client_secret_basic)
+ * or client_id and client_secret in the body (client_secret_post), never both (RFC 6749 §2.3).
+ */
 function presentedCredentials(credentials: ClientCredentials): { id: string; secret: string | undefined } {
-  const { authorization, clientId, clientSecret } = credentials;
-  if (clientSecret !== undefined) {
-    throw invalidRequest('client_secret is not accepted in the body; send client credentials with HTTP Basic');
+  const { authorization, clientId, clientSecret, secretInBody } = credentials;
+  if (clientSecret !== undefined && !secretInBody) {
+    throw invalidRequest('client_secret is not accepted in the body here; send client credentials with HTTP Basic');
   }
   if (authorization !== undefined && /^basic /i.test(authorization)) {
+    if (clientSecret !== undefined) throw invalidRequest('use one way to authenticate: HTTP Basic or client_secret in the body, not both');
     const { id, secret } = decodeBasic(authorization);
     if (clientId !== undefined && clientId !== id) throw invalidRequest('client_id does not match the HTTP Basic credentials');
     return { id, secret };
   }
-  if (clientId !== undefined) return { id: clientId, secret: undefined };
-  throw invalidClient('client authentication is required: HTTP Basic for confidential clients, client_id for public clients');
+  if (clientId !== undefined) return { id: clientId, secret: clientSecret };
+  if (clientSecret !== undefined) throw invalidRequest('client_secret needs its client_id');
+  throw invalidClient('client authentication is required: HTTP Basic or client_secret_post for confidential clients, client_id for public clients');
 }
 
 /**
@@ -211,7 +218,7 @@ function presentedCredentials(credentials: ClientCredentials): { id: string; sec
  */
 function verifySecret(client: RegisteredClient, secret: string | undefined, now: number): void {
   if (client.type === 'confidential') {
-    if (secret === undefined) throw invalidClient('this client is confidential and must authenticate with HTTP Basic');
+    if (secret === undefined) throw invalidClient('this client is confidential and must authenticate with its secret (HTTP Basic or client_secret_post)');
     const presented = sha256(secret);
     const current = client.secretHash !== null && timingSafeEqual(client.secretHash, presented);
     const previous = client.previousSecretHash !== null && timingSafeEqual(client.previousSecretHash, presented);
@@ -221,7 +228,7 @@ function verifySecret(client: RegisteredClient, secret: string | undefined, now:
   }
 }
 
-function publicView(client: RegisteredClient): Client {
+export function publicView(client: RegisteredClient): Client {
   return {
     clientId: client.clientId,
     name: client.name,

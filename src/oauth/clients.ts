@@ -13,7 +13,7 @@ import {
   updateClientFields,
 } from '../repositories/clients.js';
 import { SUPPORTED_SCOPES } from './scopes.js';
-import { DEVICE_CODE_GRANT, REFRESH_TOKEN_GRANT } from './metadata.js';
+import { AUTHORIZATION_CODE_GRANT, DEVICE_CODE_GRANT, REFRESH_TOKEN_GRANT } from './metadata.js';
 import { storedText } from '../lib/stored-text.js';
 
 export const CLIENT_SECRET_PREFIX = 'dacs_';
@@ -22,7 +22,7 @@ const clientName = storedText.trim().min(1).max(100);
 const clientScopes = z.array(z.enum(SUPPORTED_SCOPES)).min(1).max(SUPPORTED_SCOPES.length * 4);
 
 /** The grants an app can be registered for; refresh_token means it gets refresh tokens. */
-export const REGISTRABLE_GRANT_TYPES = [DEVICE_CODE_GRANT, REFRESH_TOKEN_GRANT] as const;
+export const REGISTRABLE_GRANT_TYPES = [DEVICE_CODE_GRANT, REFRESH_TOKEN_GRANT, AUTHORIZATION_CODE_GRANT] as const;
 const grantTypes = z.array(z.enum(REGISTRABLE_GRANT_TYPES)).min(1).max(REGISTRABLE_GRANT_TYPES.length * 4);
 
 /** What each kind could do before registrations said so, and still gets when its registration does not say. */
@@ -58,6 +58,13 @@ export const redirectUri = storedText.max(2000).superRefine((text, context) => {
 });
 const redirectUris = z.array(redirectUri).max(10);
 
+const REDIRECT_URIS_NEEDED = 'the authorization_code grant needs at least one redirect URI';
+
+/** OAuth 2.1 §2.3: an app that receives codes has registered where they may be sent. */
+function hasRedirectUrisFor(grants: readonly string[], redirects: readonly string[]): boolean {
+  return !grants.includes(AUTHORIZATION_CODE_GRANT) || redirects.length > 0;
+}
+
 export const newClientSchema = z
   .object({
     name: clientName,
@@ -73,7 +80,12 @@ export const newClientSchema = z
   .refine((client) => !client.introspection || isResourceServerShape(client), {
     message: 'only a confidential web app can be a resource server that introspects tokens',
     path: ['introspection'],
+  })
+  .refine((client) => hasRedirectUrisFor(client.grant_types ?? [], client.redirect_uris), {
+    message: REDIRECT_URIS_NEEDED,
+    path: ['redirect_uris'],
   });
+
 
 /** A TV or bot app is a device, never a resource server; a public client cannot authenticate the call. */
 function isResourceServerShape(client: { kind: ClientKind; type: ClientType }): boolean {
@@ -178,6 +190,9 @@ export async function changeClient(db: Database, clientId: string, changes: Clie
   if (!current) return { kind: 'not_found' };
   if (valid.introspection && !isResourceServerShape(current)) {
     return { kind: 'refused', reason: 'only a confidential web app can be a resource server that introspects tokens' };
+  }
+  if (!hasRedirectUrisFor(valid.grant_types ?? current.grant_types, valid.redirect_uris ?? current.redirect_uris)) {
+    return { kind: 'refused', reason: REDIRECT_URIS_NEEDED };
   }
   const row = await updateClientFields(db, clientId, {
     ...(valid.name !== undefined && { name: valid.name }),

@@ -3,9 +3,11 @@ import { ID_TOKEN_ALG } from './keys.js';
 
 export const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 export const REFRESH_TOKEN_GRANT = 'refresh_token';
+export const AUTHORIZATION_CODE_GRANT = 'authorization_code';
 
 export function endpoints(issuer: string) {
   return {
+    authorization_endpoint: `${issuer}/oauth/authorize`,
     device_authorization_endpoint: `${issuer}/oauth/device/code`,
     token_endpoint: `${issuer}/oauth/token`,
     revocation_endpoint: `${issuer}/oauth/revoke`,
@@ -18,28 +20,34 @@ export function endpoints(issuer: string) {
 }
 
 /**
- * RFC 8414 authorization server metadata, also served as OpenID Connect Discovery 1.0.
- * There is no authorization endpoint: tokens come only from the device flow and refresh.
+ * RFC 8414 authorization server metadata, also served as OpenID Connect Discovery 1.0: the device
+ * flow, and the authorization-code flow with PKCE (S256 only) for web apps.
  */
 export function serverMetadata(issuer: string) {
   const e = endpoints(issuer);
   return {
     issuer,
+    authorization_endpoint: e.authorization_endpoint,
     device_authorization_endpoint: e.device_authorization_endpoint,
     token_endpoint: e.token_endpoint,
     revocation_endpoint: e.revocation_endpoint,
     introspection_endpoint: e.introspection_endpoint,
     userinfo_endpoint: e.userinfo_endpoint,
     jwks_uri: e.jwks_uri,
-    grant_types_supported: [DEVICE_CODE_GRANT, REFRESH_TOKEN_GRANT],
-    response_types_supported: [],
+    grant_types_supported: [AUTHORIZATION_CODE_GRANT, DEVICE_CODE_GRANT, REFRESH_TOKEN_GRANT],
+    response_types_supported: ['code'],
+    response_modes_supported: ['query'],
+    code_challenge_methods_supported: ['S256'],
+    // RFC 9207: every authorization response names its issuer, against mix-up attacks.
+    authorization_response_iss_parameter_supported: true,
+    prompt_values_supported: ['none', 'login', 'consent', 'select_account'],
     scopes_supported: [...SUPPORTED_SCOPES],
-    token_endpoint_auth_methods_supported: ['client_secret_basic', 'none'],
+    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
     revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'none'],
     introspection_endpoint_auth_methods_supported: ['client_secret_basic'],
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: [ID_TOKEN_ALG],
-    claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'name', 'email', 'email_verified'],
+    claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'name', 'email', 'email_verified'],
     claims_parameter_supported: false,
     request_parameter_supported: false,
     request_uri_parameter_supported: false,

@@ -8,6 +8,7 @@ export const TOKEN_PREFIX = {
   accessToken: 'da_at_',
   refreshToken: 'da_rt_',
   deviceCode: 'da_dc_',
+  authorizationCode: 'da_ac_',
   session: 'da_ss_',
   /** The nonce in an anonymous visitor's cookie: never stored, only the key of its CSRF token. */
   anonymousVisit: 'da_an_',

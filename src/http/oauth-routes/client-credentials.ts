@@ -2,9 +2,16 @@ import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { ClientCredentials } from '../../oauth/client-auth.js';
 
-/** What a request offers to identify its client: the Basic header and the form's client_id. */
-export function clientCredentials(request: FastifyRequest, form: { client_id?: string | undefined; client_secret?: string | undefined }): ClientCredentials {
-  return { authorization: request.headers.authorization, clientId: form.client_id, clientSecret: form.client_secret };
+/**
+ * What a request offers to identify its client: the Basic header, the form's client_id and, where
+ * the endpoint accepts client_secret_post (the token endpoint only), the form's client_secret.
+ */
+export function clientCredentials(
+  request: FastifyRequest,
+  form: { client_id?: string | undefined; client_secret?: string | undefined },
+  { secretInBody = false }: { secretInBody?: boolean } = {},
+): ClientCredentials {
+  return { authorization: request.headers.authorization, clientId: form.client_id, clientSecret: form.client_secret, secretInBody };
 }
 
 /**

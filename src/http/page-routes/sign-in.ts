@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { normaliseEmail } from '../../accounts/users.js';
@@ -11,18 +11,24 @@ import { signIn, signOut } from '../../accounts/sessions.js';
 import { parsePageForm } from '../form.js';
 import { clearAnonymousCookie, clearSessionCookie, setSessionCookie } from '../plugins/session.js';
 import { renderPage } from './render.js';
+import { AUTHORIZE_PATH } from '../../oauth/authorize/decision.js';
+import { pageCspAllowingFormsTo } from '../plugins/security-headers.js';
 import type { MessageKey } from '../../i18n/catalogues.js';
 import { translatorFor } from '../page-language.js';
 
 const DEFAULT_RETURN_PATH = '/activate';
-const RETURN_PATHS = /^\/(activate|account)(\/|$)/;
+const RETURN_PATHS = /^\/(activate|account)(\/|$)|^\/oauth\/authorize$/;
 const PARSE_BASE = 'http://return-to.invalid';
 
-/** Far more than any page of ours links to; a longer address would only bloat the Location header. */
-export const MAX_RETURN_PATH_LENGTH = 1024;
+/**
+ * Room for an authorization request (its redirect URI, state and nonce are bounded well below
+ * this); a longer address would only bloat the Location header.
+ */
+export const MAX_RETURN_PATH_LENGTH = 4096;
 
 /**
- * Open-redirect defence: only a path on this server under /activate or /account; anything else
+ * Open-redirect defence: only a path on this server under /activate or /account, or the
+ * authorization endpoint (which checks its own request before redirecting anywhere); anything else
  * (an absolute URL, //host, /\host, ../ tricks, an address over MAX_RETURN_PATH_LENGTH before or
  * after re-encoding) falls back to /activate. The value that reaches the Location header is the
  * URL parser's re-serialisation, never the raw input.
@@ -40,11 +46,27 @@ export function localReturnPath(requested: string): string {
   return local.length > MAX_RETURN_PATH_LENGTH ? DEFAULT_RETURN_PATH : local;
 }
 
-export function signInUrl(returnTo: string): string {
-  return `/signin?return_to=${encodeURIComponent(returnTo)}`;
+/** `again`: ask for the password even if someone is signed in (OIDC prompt=login, max_age). */
+export function signInUrl(returnTo: string, { again = false }: { again?: boolean } = {}): string {
+  return `/signin?return_to=${encodeURIComponent(returnTo)}${again ? '&again=1' : ''}`;
 }
 
-const signInQuery = z.object({ return_to: z.string().default('') });
+/**
+ * On the way to a web app, the sign-in form's answer may redirect (through the authorization
+ * endpoint) to the app's redirect URI: the page's form-action allows that origin, once the app is
+ * known to have registered it.
+ */
+async function allowFormsOnTheWayTo(deps: Deps, reply: FastifyReply, returnTo: string): Promise<void> {
+  if (!returnTo.startsWith(`${AUTHORIZE_PATH}?`)) return;
+  const query = new URLSearchParams(returnTo.slice(AUTHORIZE_PATH.length + 1));
+  const clientId = query.get('client_id');
+  const redirectUri = query.get('redirect_uri');
+  if (clientId === null || redirectUri === null) return;
+  const client = await deps.clients.findStatic(clientId);
+  if (client?.redirectUris.includes(redirectUri)) reply.header('Content-Security-Policy', pageCspAllowingFormsTo(redirectUri));
+}
+
+const signInQuery = z.object({ return_to: z.string().default(''), again: z.literal('1').optional().catch(undefined) });
 const signInForm = z.object({
   email: z.string().default(''),
   password: z.string().default(''),
@@ -76,17 +98,24 @@ function signInLimit(reservation: Reservation) {
 
 export function signInRoutes(app: FastifyInstance, deps: Deps): void {
   app.get('/signin', async (request, reply) => {
-    const returnTo = localReturnPath(parsePageForm(signInQuery, request.query).return_to);
-    if (request.session?.user) return reply.redirect(returnTo, 303);
-    return renderPage(request, reply, 'signin.eta', { title: translatorFor(request).t('signin.title'), returnTo, email: '', message: null });
+    const query = parsePageForm(signInQuery, request.query);
+    const returnTo = localReturnPath(query.return_to);
+    const again = query.again !== undefined && request.session?.user !== undefined && request.session?.user !== null;
+    if (request.session?.user && !again) return reply.redirect(returnTo, 303);
+    await allowFormsOnTheWayTo(deps, reply, returnTo);
+    const i18n = translatorFor(request);
+    const notice = again ? i18n.t('signin.again') : null;
+    return renderPage(request, reply, 'signin.eta', { title: i18n.t('signin.title'), returnTo, email: '', message: null, notice });
   });
 
   app.post('/signin', async (request, reply) => {
     const form = parsePageForm(signInForm, request.body);
     const returnTo = localReturnPath(form.return_to);
     const i18n = translatorFor(request);
-    const renderSignIn = (message: string, status: number) =>
-      renderPage(request, reply, 'signin.eta', { title: i18n.t('signin.title'), returnTo, email: form.email, message }, status);
+    const renderSignIn = async (message: string, status: number) => {
+      await allowFormsOnTheWayTo(deps, reply, returnTo);
+      return renderPage(request, reply, 'signin.eta', { title: i18n.t('signin.title'), returnTo, email: form.email, message, notice: null }, status);
+    };
     const address = limitedAddress(deps, request);
     const busy = () => {
       reply.header('Retry-After', String(BUSY_RETRY_SECONDS));

@@ -4,7 +4,8 @@ import { OAuthError, PageError, RETRY_AFTER_SECONDS, temporarilyUnavailable } fr
 import type { MessageKey, MessageValues } from '../../i18n/catalogues.js';
 import { languageModel } from '../page-language.js';
 
-const isOAuthPath = (url: string) => url.startsWith('/oauth/') || url.startsWith('/.well-known/');
+/** JSON errors for the protocol's endpoints; the authorization endpoint is a page a person sees. */
+const isOAuthPath = (url: string) => (url.startsWith('/oauth/') && !url.startsWith('/oauth/authorize')) || url.startsWith('/.well-known/');
 
 export function sendOAuthError(reply: FastifyReply, error: OAuthError): FastifyReply {
   return reply

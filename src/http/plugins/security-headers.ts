@@ -15,6 +15,16 @@ export const PAGE_CSP = [
 ].join('; ');
 
 /**
+ * The page CSP for a page whose form is answered with a redirect to an app (the consent page, the
+ * sign-in page on the way to it): browsers apply form-action to the redirects that follow a
+ * submission, so the app's registered redirect URI's origin is added to 'self', and nothing else.
+ */
+export function pageCspAllowingFormsTo(redirectUri: string): string {
+  const origin = new URL(redirectUri).origin;
+  return PAGE_CSP.replace("form-action 'self'", `form-action 'self' ${origin}`);
+}
+
+/**
  * RFC 6797: once a browser has seen the issuer over https, it refuses plain http to that host for
  * two years, so a network attacker cannot strip TLS from a later visit (sign-in, activation).
  * No includeSubDomains or preload: both bind the operator's other hosts, which are not ours to decide.
@@ -30,7 +40,7 @@ export function registerSecurityHeaders(app: FastifyInstance, issuer: string): v
     reply.header('Referrer-Policy', 'no-referrer');
     const type = String(reply.getHeader('content-type') ?? '');
     if (type.startsWith('text/html')) {
-      reply.header('Content-Security-Policy', PAGE_CSP);
+      if (!reply.hasHeader('Content-Security-Policy')) reply.header('Content-Security-Policy', PAGE_CSP);
       reply.header('X-Frame-Options', 'DENY');
       if (!reply.hasHeader('Cache-Control')) reply.header('Cache-Control', 'no-store');
     }
