@@ -86,4 +86,27 @@ describe('grants come from the registration', () => {
     const res = await token({ grant_type: 'password', client_id: tv.clientId, username: 'a', password: 'b' });
     expect(res.json().error).toBe('unsupported_grant_type');
   });
+
+  it('authorization_code is registered with at least one redirect URI; without one it is refused, on create and on change', async () => {
+    t = await startTestApp();
+    const { createClient, changeClient } = await import('../../src/oauth/clients.js');
+    const created = await createClient(t.deps.db, {
+      name: 'Photo Board',
+      kind: 'web',
+      type: 'public',
+      scopes: ['openid'],
+      grant_types: ['authorization_code'],
+      redirect_uris: ['https://photos.example/callback', 'http://127.0.0.1:8080/cb'],
+    });
+    expect(created.grant_types).toEqual(['authorization_code']);
+    await expect(
+      createClient(t.deps.db, { name: 'No Way Back', kind: 'web', type: 'public', scopes: ['openid'], grant_types: ['authorization_code'] }),
+    ).rejects.toThrow(/redirect URI/);
+    expect(await changeClient(t.deps.db, created.client_id, { redirect_uris: [] })).toMatchObject({ kind: 'refused' });
+    const device = await seedClient(t, { kind: 'web' });
+    expect(await changeClient(t.deps.db, device.clientId, { grant_types: ['authorization_code'] })).toMatchObject({ kind: 'refused' });
+    expect(await changeClient(t.deps.db, device.clientId, { grant_types: ['authorization_code'], redirect_uris: ['https://photos.example/callback'] })).toMatchObject({
+      kind: 'changed',
+    });
+  });
 });
