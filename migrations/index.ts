@@ -17,6 +17,7 @@ import * as platformIconsAreOurs from './2026-11-24T03-00-00_platform_icons_are_
 import * as requestsRememberWhereTheyCameFrom from './2026-11-24T04-00-00_requests_remember_where_they_came_from.js';
 import * as decisionsRecordWhereBothSidesWere from './2026-11-24T05-00-00_decisions_record_where_both_sides_were.js';
 import * as whatAnAppMayDoIsRegistered from './2026-11-24T06-00-00_what_an_app_may_do_is_registered.js';
+import * as aChainIsAGrant from './2026-11-24T07-00-00_a_chain_is_a_grant.js';
 import * as webAppsSignInWithACode from './2026-11-24T08-00-00_web_apps_sign_in_with_a_code.js';
 
 /**
@@ -42,5 +43,6 @@ export const migrations: Record<string, Migration> = {
   '2026-11-24T04-00-00_requests_remember_where_they_came_from': requestsRememberWhereTheyCameFrom,
   '2026-11-24T05-00-00_decisions_record_where_both_sides_were': decisionsRecordWhereBothSidesWere,
   '2026-11-24T06-00-00_what_an_app_may_do_is_registered': whatAnAppMayDoIsRegistered,
+  '2026-11-24T07-00-00_a_chain_is_a_grant': aChainIsAGrant,
   '2026-11-24T08-00-00_web_apps_sign_in_with_a_code': webAppsSignInWithACode,
 };

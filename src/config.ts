@@ -207,7 +207,7 @@ const schema = z
       purge: {
         batchSize: env.PURGE_BATCH_SIZE,
         maxBatches: 1000,
-        linkRetentionSeconds: env.LINK_RETENTION,
+        grantRetentionSeconds: env.LINK_RETENTION,
         deviceRequestRetentionSeconds: 3600,
         unusedIconRetentionSeconds: 3600,
       },

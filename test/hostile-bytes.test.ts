@@ -65,7 +65,7 @@ const PAGE_FORMS: Record<string, () => Record<string, string>> = {
   '/activate/bot': () => ({ user_code: 'BCDF-GHJK' }),
   '/activate/decision': () => ({ user_code: 'BCDF-GHJK', request_handle: 'AAAAAAAAAAAAAAAAAAAAAA', action: 'approve', phrase: 'calm river' }),
   '/activate/bot/decision': () => ({ user_code: 'BCDF-GHJK', request_handle: 'AAAAAAAAAAAAAAAAAAAAAA', action: 'deny' }),
-  '/account/devices/sign-out': () => ({ link_id: PENDING_REQUEST }),
+  '/account/devices/sign-out': () => ({ grant_id: PENDING_REQUEST }),
   '/account/apps/remove': () => ({ client_id: tv.clientId }),
 };
 const GET_QUERIES: Record<string, string[]> = {
@@ -93,7 +93,7 @@ function expectRefusal(path: string, res: Response, status = 400, error = 'inval
 }
 
 async function rowCounts() {
-  const tables = ['users', 'clients', 'browser_sessions', 'device_requests', 'device_links', 'refresh_tokens', 'access_tokens', 'link_events', 'rate_limit_counters'] as const;
+  const tables = ['users', 'clients', 'browser_sessions', 'device_requests', 'grants', 'refresh_tokens', 'access_tokens', 'grant_events', 'rate_limit_counters'] as const;
   return Object.fromEntries(
     await Promise.all(tables.map(async (table) => [table, Number((await t.deps.db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n)])),
   );

@@ -25,7 +25,7 @@ const GETS = ['/activate', '/activate/bot', '/signin', '/oauth/userinfo', '/.wel
 const PARAMETER_NAMES = [
   'client_id', 'client_secret', 'grant_type', 'device_code', 'refresh_token', 'scope', 'token', 'token_type_hint', 'user_code',
   'platform_name', 'platform_description', 'platform_icon', 'email', 'password', 'return_to', 'csrf_token', 'phrase', 'action',
-  'request_id', 'link_id', '__proto__', 'constructor', '',
+  'request_id', 'grant_id', '__proto__', 'constructor', '',
 ];
 
 const parameterName = fc.oneof(fc.constantFrom(...PARAMETER_NAMES), fc.string({ maxLength: 20 }));
@@ -108,7 +108,7 @@ function expectProperAnswer(path: string, res: Response) {
 }
 
 const counts = async () => {
-  const tables = ['device_requests', 'device_links', 'refresh_tokens', 'access_tokens', 'link_events'] as const;
+  const tables = ['device_requests', 'grants', 'refresh_tokens', 'access_tokens', 'grant_events'] as const;
   return Object.fromEntries(
     await Promise.all(tables.map(async (table) => [table, Number((await t.deps.db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n)])),
   );

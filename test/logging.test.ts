@@ -38,7 +38,7 @@ describe('logs', () => {
     expect(tokens.access_token).toBeDefined();
     const userinfo = await t.app.inject({ method: 'GET', url: '/oauth/userinfo', headers: { authorization: `Bearer ${tokens.access_token}` } });
     expect(userinfo.statusCode).toBe(200);
-    // Refresh, introspection by a resource server, revocation, and a replay that revokes the chain.
+    // Refresh, introspection by a resource server, revocation, and a replay that revokes the grant.
     const botClient = { clientId: bot.clientId, clientSecret: bot.clientSecret };
     const rotated = await refreshed(t, botClient, tokens.refresh_token);
     await introspection(t, resourceServer, rotated.access_token);

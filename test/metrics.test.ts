@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedClient, seedUser, startTestApp, type TestApp } from './helpers/app.js';
 import { Browser, inputValue, signIn } from './helpers/browser.js';
 import { poll, startDeviceFlow } from './helpers/device.js';
-import { refresh, revoke, rotatedChain, signIn as signInDevice } from './helpers/tokens.js';
+import { refresh, revoke, rotatedGrant, signIn as signInDevice } from './helpers/tokens.js';
 
 const METRICS_TOKEN = 'metrics-scraper-secret-0123456789';
 let t: TestApp;
@@ -81,8 +81,8 @@ describe('GET /metrics (Prometheus)', () => {
     expect(text).toContain('device_auth_process_');
 
     // Refresh rotations, reuse detections and revocations.
-    const chain = await rotatedChain(t, { clientId, clientSecret: null }, user.userId);
-    expect((await refresh(t, { clientId, clientSecret: null }, chain.first.refresh_token!)).json().error).toBe('invalid_grant');
+    const rotated = await rotatedGrant(t, { clientId, clientSecret: null }, user.userId);
+    expect((await refresh(t, { clientId, clientSecret: null }, rotated.first.refresh_token!)).json().error).toBe('invalid_grant');
     const other = await signInDevice(t, { clientId, clientSecret: null }, user.userId);
     expect((await revoke(t, { clientId, clientSecret: null }, other.access_token)).statusCode).toBe(200);
     const after = await scrape();

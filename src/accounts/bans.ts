@@ -1,20 +1,20 @@
 import type { Database } from '../db/connect.js';
-import { revokeChains } from '../oauth/chains.js';
+import { revokeGrants } from '../oauth/grant-revocation.js';
 import { deleteSessionsOfUser, setUserBannedAt } from '../repositories/users.js';
 
 /**
- * A ban ends everything at once: every chain is revoked and its access tokens deleted (so
+ * A ban ends everything at once: every grant is revoked and its access tokens deleted (so
  * unbanning revives no old token), every browser session is deleted, and sign-in is refused while
  * banned_at is set. The user's row is updated first: an issuance in flight holds it under a share
- * lock (lockUserForIssuance), so the ban waits for that chain and revokes it with the rest.
+ * lock (lockUserForIssuance), so the ban waits for that grant and revokes it with the rest.
  */
-export async function banUser(db: Database, email: string, now: Date): Promise<{ user_id: string; revoked_chains: number } | null> {
+export async function banUser(db: Database, email: string, now: Date): Promise<{ user_id: string; revoked_grants: number } | null> {
   return db.transaction().execute(async (trx) => {
     const userId = await setUserBannedAt(trx, email, now);
     if (!userId) return null;
-    const revoked = await revokeChains(trx, { userId }, 'user_banned', { now, ip: null });
+    const revoked = await revokeGrants(trx, { userId }, 'user_banned', { now, ip: null });
     await deleteSessionsOfUser(trx, userId);
-    return { user_id: userId, revoked_chains: revoked.length };
+    return { user_id: userId, revoked_grants: revoked.length };
   });
 }
 

@@ -1,16 +1,16 @@
 import type { ClientKind } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import type { Place } from '../geo/locate.js';
-import { revokeAndCountChains } from '../oauth/chains.js';
+import { revokeAndCountGrants } from '../oauth/grant-revocation.js';
 import { findClient } from '../repositories/clients.js';
-import { findLinkOfUser, listAppsWithLiveLinks, listLiveLinksOfUser } from '../repositories/device-links.js';
+import { findGrantOfUser, listAppsWithLiveGrants, listLiveGrantsOfUser } from '../repositories/grants.js';
 import { listApprovedAwaitingDevice } from '../repositories/device-requests.js';
 
-/** A link of a TV / device app or a bot is a device; a web app's link is not, though it is a connected app. */
+/** A grant of a TV / device app or a bot is a device; a web app's grant is not, though it is a connected app. */
 const DEVICE_KINDS: readonly ClientKind[] = ['tv', 'bot'];
 
 export interface DeviceView {
-  linkId: string;
+  grantId: string;
   clientId: string;
   appName: string;
   appKind: ClientKind;
@@ -30,7 +30,7 @@ export interface ConnectedAppView {
   clientId: string;
   appName: string;
   appKind: ClientKind;
-  /** How many of its links the Devices page lists; null for a web app, whose links are not devices. */
+  /** How many of its grants the Devices page lists; null for a web app, whose grants are not devices. */
   devices: number | null;
   lastUsedAt: Date;
 }
@@ -57,11 +57,11 @@ export interface ConnectedAppsPage {
 
 const placeOf = (deps: Deps, address: string | null): Place | null => (address === null ? null : deps.geo.locate(address));
 
-/** Every live chain of the user's TV / device apps and bots, most recently used first. */
+/** Every live grant of the user's TV / device apps and bots, most recently used first. */
 export async function listDevices(deps: Deps, userId: string): Promise<DeviceView[]> {
-  const rows = await listLiveLinksOfUser(deps.db, userId, DEVICE_KINDS, deps.clock.now());
+  const rows = await listLiveGrantsOfUser(deps.db, userId, DEVICE_KINDS, deps.clock.now());
   return rows.map((row) => ({
-    linkId: row.link_id,
+    grantId: row.grant_id,
     clientId: row.client_id,
     appName: row.client_name,
     appKind: row.client_kind,
@@ -75,33 +75,33 @@ export async function listDevices(deps: Deps, userId: string): Promise<DeviceVie
   }));
 }
 
-/** Every app, of any kind, with at least one live link of the user. */
+/** Every app, of any kind, with at least one live grant of the user. */
 export async function listConnectedApps(deps: Deps, userId: string): Promise<ConnectedAppView[]> {
-  const rows = await listAppsWithLiveLinks(deps.db, userId, deps.clock.now());
+  const rows = await listAppsWithLiveGrants(deps.db, userId, deps.clock.now());
   return rows.map((row) => ({
     clientId: row.client_id,
     appName: row.client_name,
     appKind: row.client_kind,
-    devices: DEVICE_KINDS.includes(row.client_kind) ? row.live_links : null,
+    devices: DEVICE_KINDS.includes(row.client_kind) ? row.live_grants : null,
     lastUsedAt: row.last_used_at,
   }));
 }
 
 /**
  * The Devices page. `signedOut` comes from the address after a sign-out: the page names the app
- * only if that link is the user's and was signed out by them, so a crafted link cannot make the
+ * only if that grant is the user's and was signed out by them, so a crafted grant cannot make the
  * page claim anything untrue.
  */
 export async function devicesPage(deps: Deps, userId: string, shown: { signedOut?: string | undefined }): Promise<DevicesPage> {
-  const [devices, waiting, link] = await Promise.all([
+  const [devices, waiting, grant] = await Promise.all([
     listDevices(deps, userId),
     listApprovedAwaitingDevice(deps.db, userId, DEVICE_KINDS, deps.clock.now()),
-    shown.signedOut === undefined ? undefined : findLinkOfUser(deps.db, userId, shown.signedOut),
+    shown.signedOut === undefined ? undefined : findGrantOfUser(deps.db, userId, shown.signedOut),
   ]);
   return {
     devices,
     waiting: waiting.map((row) => ({ appName: row.client_name, platformName: row.platform_name, approvedAt: row.decided_at ?? deps.clock.now() })),
-    signedOutApp: link?.revoked_reason === 'signed_out_by_user' ? link.client_name : null,
+    signedOutApp: grant?.revoked_reason === 'signed_out_by_user' ? grant.client_name : null,
   };
 }
 
@@ -119,18 +119,18 @@ export async function connectedAppsPage(deps: Deps, userId: string, shown: { rem
 export type SignOutOutcome = 'signed_out' | 'not_found';
 
 /**
- * Signs one device out: its chain is revoked, so its refresh token and access tokens stop on
- * their next use. Only a live link of this user: another user's link id changes nothing.
+ * Signs one device out: its grant is revoked, so its refresh token and access tokens stop on
+ * their next use. Only a live grant of this user: another user's grant id changes nothing.
  */
-export async function signOutDevice(deps: Deps, userId: string, linkId: string, ip: string | null): Promise<SignOutOutcome> {
-  const revoked = await revokeAndCountChains(deps, { userId, linkId }, 'signed_out_by_user', ip);
+export async function signOutDevice(deps: Deps, userId: string, grantId: string, ip: string | null): Promise<SignOutOutcome> {
+  const revoked = await revokeAndCountGrants(deps, { userId, grantId }, 'signed_out_by_user', ip);
   return revoked.length > 0 ? 'signed_out' : 'not_found';
 }
 
 export type RemoveAccessOutcome = 'removed' | 'not_found';
 
-/** Revokes every chain of one app for this user (devices and web alike); other users keep theirs. */
+/** Revokes every grant of one app for this user (devices and web alike); other users keep theirs. */
 export async function removeAppAccess(deps: Deps, userId: string, clientId: string, ip: string | null): Promise<RemoveAccessOutcome> {
-  const revoked = await revokeAndCountChains(deps, { userId, clientId }, 'access_removed', ip);
+  const revoked = await revokeAndCountGrants(deps, { userId, clientId }, 'access_removed', ip);
   return revoked.length > 0 ? 'removed' : 'not_found';
 }

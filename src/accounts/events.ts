@@ -1,17 +1,17 @@
 import type { Database } from '../db/connect.js';
 import { MAX_PAGE_SIZE } from '../lib/paging.js';
 import { findClient } from '../repositories/clients.js';
-import { listLinkEvents } from '../repositories/link-events.js';
+import { listGrantEvents } from '../repositories/grant-events.js';
 import { findUserByEmail } from '../repositories/users.js';
 import { normaliseEmail } from './users.js';
 
-export interface LinkEventView {
+export interface GrantEventView {
   /** Increasing: the next page starts after the last one shown. */
   event_id: string;
   at: string;
   event: string;
   reason: string | null;
-  link_id: string;
+  grant_id: string;
   user_id: string;
   client_id: string;
   app: string;
@@ -26,9 +26,9 @@ export interface EventQuery {
   limit: number;
 }
 
-export type EventsResult = { kind: 'events'; events: LinkEventView[] } | { kind: 'unknown_user' } | { kind: 'unknown_client' };
+export type EventsResult = { kind: 'events'; events: GrantEventView[] } | { kind: 'unknown_user' } | { kind: 'unknown_client' };
 
-/** What happened to chains and why, for operators: by user, by app, since a time, in order. */
+/** What happened to grants and why, for operators: by user, by app, since a time, in order. */
 export async function findEvents(db: Database, query: EventQuery): Promise<EventsResult> {
   let userId: string | undefined;
   if (query.userEmail !== undefined) {
@@ -37,7 +37,7 @@ export async function findEvents(db: Database, query: EventQuery): Promise<Event
     userId = user.user_id;
   }
   if (query.clientId !== undefined && !(await findClient(db, query.clientId))) return { kind: 'unknown_client' };
-  const rows = await listLinkEvents(db, {
+  const rows = await listGrantEvents(db, {
     userId,
     clientId: query.clientId,
     since: query.since,
@@ -51,7 +51,7 @@ export async function findEvents(db: Database, query: EventQuery): Promise<Event
       at: r.created_at.toISOString(),
       event: r.event,
       reason: r.reason,
-      link_id: r.link_id,
+      grant_id: r.grant_id,
       user_id: r.user_id,
       client_id: r.client_id,
       app: r.client_name,

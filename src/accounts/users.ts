@@ -63,7 +63,7 @@ export async function registerUser(db: Database, input: { email: string; passwor
 }
 
 /**
- * Deletes the user and everything of theirs at once: sessions, chains, tokens (so every device
+ * Deletes the user and everything of theirs at once: sessions, grants, tokens (so every device
  * and app is signed out on its next request), events and pending requests.
  */
 export async function deleteUser(db: Database, email: string): Promise<{ user_id: string } | null> {

@@ -46,7 +46,7 @@ const USAGE = `usage: device-auth <command>
                                 a new secret, shown once; the old one keeps working for SECONDS (default 0)
   client disable CLIENT_ID
   client enable CLIENT_ID
-  client delete CLIENT_ID       with every chain, token and pending request of the app
+  client delete CLIENT_ID       with every grant, token and pending request of the app
   user create --email EMAIL [--name NAME] [--password-env VAR]
                                 the password: typed at the prompt (not echoed), the first line of
                                 standard input when it is not a terminal, or the variable VAR
@@ -55,15 +55,15 @@ const USAGE = `usage: device-auth <command>
   user show EMAIL
   user ban EMAIL
   user unban EMAIL
-  user delete EMAIL             with the user's sessions, chains, tokens and events
+  user delete EMAIL             with the user's sessions, grants, tokens and events
   user devices EMAIL            the user's signed-in devices, as their Devices page lists them
-  user sign-out EMAIL LINK_ID   sign one device out: its tokens stop at once
+  user sign-out EMAIL GRANT_ID  sign one device out: its tokens stop at once
   user apps EMAIL               the apps with access to the user's account
   user remove-access EMAIL CLIENT_ID
-                                every chain of that app for that user ends
+                                every grant of that app for that user ends
   events [--user EMAIL] [--client CLIENT_ID] [--since TIME] [--limit N] [--after EVENT_ID]
-                                what happened to chains and why, as JSON lines, oldest first
-  purge                         delete expired requests, sessions, tokens and long-ended chains now
+                                what happened to grants and why, as JSON lines, oldest first
+  purge                         delete expired requests, sessions, tokens and long-ended grants now
   housekeeping                  the server's periodic purge: last run, failures in a row, healthy or not
   login --client CLIENT_ID [--secret-env VAR | --secret-stdin] [--issuer URL] [--scope SCOPE]
                                 a device simulator: shows a code and phrase like a TV, polls, prints the tokens
@@ -324,7 +324,7 @@ async function userCommand(sub: string | undefined, rest: string[], secrets: Sec
   }
   if (sub === 'sign-out' || sub === 'remove-access') {
     const { positionals } = parse(rest, {});
-    const what = sub === 'sign-out' ? 'LINK_ID' : 'CLIENT_ID';
+    const what = sub === 'sign-out' ? 'GRANT_ID' : 'CLIENT_ID';
     if (positionals.length !== 2 || !positionals[0] || !positionals[1]) throw new UsageError(`expected EMAIL and ${what}`);
     const [email, id] = positionals as [string, string];
     const path = `/admin/users/${segment(normaliseEmail(email))}/${sub === 'sign-out' ? 'devices' : 'apps'}/${segment(id)}`;
@@ -423,7 +423,7 @@ export async function runCli(argv: string[], secrets: SecretSources = processSec
         limit: { type: 'string' },
         after: { type: 'string' },
       });
-      // Events come many to a chain: a full page by default.
+      // Events come many to a grant: a full page by default.
       const limit = values.limit === undefined ? MAX_PAGE_SIZE : pageSize(values.limit);
       const path = `/admin/events${query({ user: values.user === undefined ? undefined : normaliseEmail(values.user), client: values.client, since: values.since, after: values.after, limit })}`;
       return withAdmin(async (admin) =>

@@ -22,7 +22,7 @@ export interface ClientsTable {
   allowed_scopes: string[];
   /** RFC 7662 §2.1: a resource server may introspect tokens. Only confidential web apps (a CHECK). */
   introspection_allowed: Generated<boolean>;
-  /** RFC 7591 §2: the grants it may use at the token endpoint (and the device endpoint); a refresh_token grant means it gets refresh tokens. */
+  /** RFC 7591 §2: the grant types it may use at the token endpoint (and the device endpoint); the refresh_token grant type means it gets refresh tokens. */
   grant_types: Generated<string[]>;
   /** Exact URLs the authorization endpoint may redirect to. */
   redirect_uris: Generated<string[]>;
@@ -63,8 +63,8 @@ export interface BrowserSessionsTable {
   auth_time: Timestamp | null;
 }
 
-export interface DeviceLinksTable {
-  link_id: Generated<string>;
+export interface GrantsTable {
+  grant_id: Generated<string>;
   user_id: string;
   client_id: string;
   scopes: string[];
@@ -82,7 +82,7 @@ export interface DeviceLinksTable {
   /** The device's address when it asked for its code, and at its latest token request. */
   signed_in_ip: string | null;
   last_used_ip: string | null;
-  /** SHA-256 of the chain's one current refresh token; null for chains without refresh tokens. */
+  /** SHA-256 of the grant's one current refresh token; null for grants without refresh tokens. */
   current_refresh_hash: Uint8Array | null;
 }
 
@@ -110,7 +110,7 @@ export interface DeviceRequestsTable {
   user_id: string | null;
   auth_time: Timestamp | null;
   decided_at: Timestamp | null;
-  link_id: string | null;
+  grant_id: string | null;
   /** Where the request came from (through TRUST_PROXY), kept as long as the request. */
   requester_ip: string | null;
   /** Bounded to USER_AGENT_MAX characters. */
@@ -121,15 +121,15 @@ export interface DeviceRequestsTable {
 
 export interface RefreshTokensTable {
   token_hash: Uint8Array;
-  link_id: string;
+  grant_id: string;
   created_at: Timestamp;
   expires_at: Timestamp;
 }
 
 export interface AccessTokensTable {
   token_hash: Uint8Array;
-  link_id: string;
-  /** The chain's user and app, copied from its link (fixed for the chain's life). */
+  grant_id: string;
+  /** The grant's user and app, copied from it (fixed for the grant's life). */
   user_id: string;
   client_id: string;
   scopes: string[];
@@ -137,9 +137,9 @@ export interface AccessTokensTable {
   expires_at: Timestamp;
 }
 
-export interface LinkEventsTable {
+export interface GrantEventsTable {
   event_id: Generated<string>;
-  link_id: string;
+  grant_id: string;
   user_id: string;
   client_id: string;
   event: string;
@@ -196,11 +196,11 @@ export interface DB {
   server_secrets: ServerSecretsTable;
   signing_keys: SigningKeysTable;
   browser_sessions: BrowserSessionsTable;
-  device_links: DeviceLinksTable;
+  grants: GrantsTable;
   device_requests: DeviceRequestsTable;
   refresh_tokens: RefreshTokensTable;
   access_tokens: AccessTokensTable;
-  link_events: LinkEventsTable;
+  grant_events: GrantEventsTable;
   rate_limit_counters: RateLimitCountersTable;
   platform_icons: PlatformIconsTable;
   authorization_codes: AuthorizationCodesTable;
@@ -210,6 +210,6 @@ export interface DB {
 export type ClientRow = Selectable<ClientsTable>;
 export type UserRow = Selectable<UsersTable>;
 export type DeviceRequestRow = Selectable<DeviceRequestsTable>;
-export type DeviceLinkRow = Selectable<DeviceLinksTable>;
+export type GrantRow = Selectable<GrantsTable>;
 export type NewDeviceRequest = Insertable<DeviceRequestsTable>;
-export type NewLinkEvent = Insertable<LinkEventsTable>;
+export type NewGrantEvent = Insertable<GrantEventsTable>;

@@ -31,7 +31,7 @@ export function createMetrics(poolStats: () => PoolStats | null = () => null) {
     }),
     tokenRequests: new Counter({
       name: 'device_auth_token_requests_total',
-      help: 'Token endpoint requests by grant type and outcome (issued, or the OAuth error code): device polls by outcome, tokens issued by grant, refresh rotations',
+      help: 'Token endpoint requests by grant type and outcome (issued, or the OAuth error code): device polls by outcome, tokens issued by grant type, refresh rotations',
       labelNames: ['grant_type', 'outcome'] as const,
       registers: [registry],
     }),
@@ -59,9 +59,9 @@ export function createMetrics(poolStats: () => PoolStats | null = () => null) {
       labelNames: ['outcome'] as const,
       registers: [registry],
     }),
-    chainRevocations: new Counter({
+    grantRevocations: new Counter({
       name: 'device_auth_chain_revocations_total',
-      help: 'Refresh chains revoked, by reason (reuse_detected counts refresh token reuse detections)',
+      help: 'Grants revoked, by reason (reuse_detected counts refresh token reuse detections)',
       labelNames: ['reason'] as const,
       registers: [registry],
     }),

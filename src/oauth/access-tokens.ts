@@ -6,7 +6,7 @@ export interface LiveAccessToken {
   scopes: string[];
   issuedAt: Date;
   expiresAt: Date;
-  linkId: string;
+  grantId: string;
   userId: string;
   clientId: string;
   email: string;
@@ -28,7 +28,7 @@ export async function verifyAccessToken(deps: Deps, value: string): Promise<Live
     scopes: row.scopes,
     issuedAt: row.created_at,
     expiresAt: row.expires_at,
-    linkId: row.link_id,
+    grantId: row.grant_id,
     userId: row.user_id,
     clientId: row.client_id,
     email: row.email,

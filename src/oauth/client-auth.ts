@@ -17,7 +17,7 @@ export interface Client {
   allowedScopes: string[];
   /** RFC 7662 §2.1: registered as a resource server, so it may introspect tokens. */
   mayIntrospect: boolean;
-  /** RFC 7591 §2: the grants it is registered for; refresh_token among them means it gets refresh tokens. */
+  /** RFC 7591 §2: the grant types it is registered for; refresh_token among them means it gets refresh tokens. */
   grantTypes: readonly string[];
   redirectUris: readonly string[];
 }
@@ -241,7 +241,7 @@ export function publicView(client: RegisteredClient): Client {
   };
 }
 
-/** RFC 6749 §5.2: a grant its registration does not name is unauthorized_client, whatever its kind. */
+/** RFC 6749 §5.2: a grant type its registration does not name is unauthorized_client, whatever its kind. */
 export function requireGrantType(client: Client, grantType: string): void {
   if (!client.grantTypes.includes(grantType)) throw unauthorizedClient(`this client is not registered for the ${grantType} grant`);
 }
@@ -263,7 +263,7 @@ export async function authenticateClient(clients: ClientDirectory, credentials: 
 
 /**
  * authenticateClient for the hot token paths: the credentials are checked against the cached
- * client, and the caller MUST refuse a disabled app in its own SQL (the grants do).
+ * client, and the caller MUST refuse a disabled app in its own SQL (the grant types' handlers do).
  */
 export async function identifyClient(clients: ClientDirectory, credentials: ClientCredentials): Promise<Client> {
   const { id, secret } = presentedCredentials(credentials);

@@ -21,7 +21,7 @@ export const CLIENT_SECRET_PREFIX = 'dacs_';
 const clientName = storedText.trim().min(1).max(100);
 const clientScopes = z.array(z.enum(SUPPORTED_SCOPES)).min(1).max(SUPPORTED_SCOPES.length * 4);
 
-/** The grants an app can be registered for; refresh_token means it gets refresh tokens. */
+/** The grant types an app can be registered for; refresh_token means it gets refresh tokens. */
 export const REGISTRABLE_GRANT_TYPES = [DEVICE_CODE_GRANT, REFRESH_TOKEN_GRANT, AUTHORIZATION_CODE_GRANT] as const;
 const grantTypes = z.array(z.enum(REGISTRABLE_GRANT_TYPES)).min(1).max(REGISTRABLE_GRANT_TYPES.length * 4);
 
@@ -181,7 +181,7 @@ export type ClientChangeOutcome = { kind: 'changed'; client: ClientView } | { ki
 
 /**
  * A new name, scope set, introspection permission, grant types or redirect URIs. Tokens already
- * issued keep the scopes they were granted (they end with their chain); new requests are held to
+ * issued keep the scopes they were granted (they end with their grant); new requests are held to
  * the new registration at once, on every instance (the clients row's change is announced to every process's ClientDirectory).
  */
 export async function changeClient(db: Database, clientId: string, changes: ClientChanges): Promise<ClientChangeOutcome> {
@@ -236,7 +236,7 @@ export async function rotateClientSecret(db: Database, clientId: string, graceSe
   };
 }
 
-/** Deletes the app and, with it, every chain, token and pending request it has. */
+/** Deletes the app and, with it, every grant, token and pending request it has. */
 export async function deleteClient(db: Database, clientId: string): Promise<boolean> {
   return deleteClientRow(db, clientId);
 }

@@ -1,6 +1,6 @@
 import type { Database } from '../db/connect.js';
 import {
-  deleteEndedLinks,
+  deleteEndedGrants,
   deleteExpiredAccessTokens,
   deleteExpiredBrowserSessions,
   deleteExpiredDeviceRequests,
@@ -12,8 +12,8 @@ export interface PurgeOptions {
   batchSize: number;
   /** Upper bound of batches per kind per run, so one run always ends. */
   maxBatches: number;
-  /** How long an ended chain (and its events) is kept for the Devices history and operators. */
-  linkRetentionSeconds: number;
+  /** How long an ended grant (and its events) is kept for the Devices history and operators. */
+  grantRetentionSeconds: number;
   /** How long an expired device request is kept, so a late code entry still reads "expired". */
   deviceRequestRetentionSeconds: number;
   /** How long a stored platform icon that nothing names is kept after it was last given to a request. */
@@ -21,7 +21,7 @@ export interface PurgeOptions {
 }
 
 export type PurgeCounts = Record<
-  'deviceRequests' | 'browserSessions' | 'accessTokens' | 'links' | 'rateLimitCounters' | 'platformIcons',
+  'deviceRequests' | 'browserSessions' | 'accessTokens' | 'grants' | 'rateLimitCounters' | 'platformIcons',
   number
 >;
 
@@ -50,9 +50,9 @@ export async function purgeExpired(db: Database, now: Date, options: PurgeOption
     deviceRequests: await inBatches(() => deleteExpiredDeviceRequests(db, ago(options.deviceRequestRetentionSeconds), size), options),
     browserSessions: await inBatches(() => deleteExpiredBrowserSessions(db, now, size), options),
     accessTokens: await inBatches(() => deleteExpiredAccessTokens(db, now, size), options),
-    links: await inBatches(() => deleteEndedLinks(db, ago(options.linkRetentionSeconds), size), options),
+    grants: await inBatches(() => deleteEndedGrants(db, ago(options.grantRetentionSeconds), size), options),
     rateLimitCounters: await inBatches(() => deleteStaleRateLimitCounters(db, ago(RATE_LIMIT_COUNTER_RETENTION_SECONDS), size), options),
-    // Last: the requests and links deleted above may have been the last to name an icon.
+    // Last: the requests and grants deleted above may have been the last to name an icon.
     platformIcons: await inBatches(() => deleteUnusedPlatformIcons(db, ago(options.unusedIconRetentionSeconds), size), options),
   };
 }

@@ -48,7 +48,7 @@ export async function introspectToken(deps: Deps, caller: Client, token: string)
   const hash = isOurAccessToken(token) ? hashOpaque(token) : NO_SUCH_HASH;
   const found = await findLiveAccessTokenForCaller(deps.db, hash, deps.clock.now(), caller.clientId);
   if (!found || !found.caller_enabled) throw invalidClient(DISABLED_APP);
-  if (found.link_id === null || found.expires_at === null || found.created_at === null) return { active: false };
+  if (found.grant_id === null || found.expires_at === null || found.created_at === null) return { active: false };
   return {
     active: true,
     scope: formatScope(found.scopes ?? []),

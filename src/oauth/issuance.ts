@@ -2,7 +2,7 @@ import type { Transaction } from 'kysely';
 import type { DB } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { addSeconds } from '../lib/clock.js';
-import { insertAccessToken, insertRefreshToken } from '../repositories/device-links.js';
+import { insertAccessToken, insertRefreshToken } from '../repositories/grants.js';
 import type { Client } from './client-auth.js';
 import { REFRESH_TOKEN_GRANT } from './metadata.js';
 import { mintOpaque, TOKEN_PREFIX, type MintedSecret } from './tokens.js';
@@ -17,7 +17,7 @@ export interface OpaqueTokens {
   refresh: MintedSecret | null;
 }
 
-/** An access token, and a refresh token when wanted; minted before the link that names the latter. */
+/** An access token, and a refresh token when wanted; minted before the grant that names the latter. */
 export function mintOpaqueTokens(withRefreshToken: boolean): OpaqueTokens {
   return {
     access: mintOpaque(TOKEN_PREFIX.accessToken),
@@ -25,25 +25,25 @@ export function mintOpaqueTokens(withRefreshToken: boolean): OpaqueTokens {
   };
 }
 
-/** A new chain: its link, and the user and app it joins. */
-export interface NewChain {
-  linkId: string;
+/** A new grant: its id, and the user and app it joins. */
+export interface NewGrant {
+  grantId: string;
   userId: string;
   clientId: string;
   scopes: string[];
 }
 
-/** Stores the tokens' hashes on their link (whose current_refresh_hash already names the refresh token). */
+/** Stores the tokens' hashes on their grant (whose current_refresh_hash already names the refresh token). */
 export async function storeOpaqueTokens(
   trx: Transaction<DB>,
   deps: Deps,
-  { linkId, userId, clientId, scopes }: NewChain,
+  { grantId, userId, clientId, scopes }: NewGrant,
   { access, refresh }: OpaqueTokens,
   now: Date,
 ): Promise<void> {
   await insertAccessToken(trx, {
     token_hash: access.hash,
-    link_id: linkId,
+    grant_id: grantId,
     user_id: userId,
     client_id: clientId,
     scopes,
@@ -53,7 +53,7 @@ export async function storeOpaqueTokens(
   if (!refresh) return;
   await insertRefreshToken(trx, {
     token_hash: refresh.hash,
-    link_id: linkId,
+    grant_id: grantId,
     created_at: now,
     expires_at: addSeconds(now, deps.config.refreshTokenTtl),
   });

@@ -1,22 +1,22 @@
 import type { Deps } from '../deps.js';
-import { findLinkOfToken } from '../repositories/device-links.js';
-import { revokeAndCountChains } from './chains.js';
+import { findGrantOfToken } from '../repositories/grants.js';
+import { revokeAndCountGrants } from './grant-revocation.js';
 import type { Client } from './client-auth.js';
 import { hashOpaque, TOKEN_PREFIX } from './tokens.js';
 
 /**
- * RFC 7009 §2.1: revokes the chain (device link) of an access or refresh token, current or
- * replaced, so every token of that sign-in stops at once and the device leaves the user's
+ * RFC 7009 §2.1: revokes the grant of an access or refresh token, current or
+ * replaced, so every token of that grant stops at once and the device leaves the user's
  * Devices page. token_type_hint is not needed: both tables are looked up by the hash.
  *
  * RFC 7009 §2.2: the answer is the same whatever the token was (unknown, malformed, expired,
  * already revoked, another app's), so nothing here may throw on account of the token. Another
- * app's token is left untouched: the link must belong to the caller.
+ * app's token is left untouched: the grant must belong to the caller.
  */
 export async function revokeToken(deps: Deps, client: Client, token: string, context: { ip: string }): Promise<void> {
   const ours = token.startsWith(TOKEN_PREFIX.accessToken) || token.startsWith(TOKEN_PREFIX.refreshToken);
   if (!ours || token.length > 256) return;
-  const link = await findLinkOfToken(deps.db, hashOpaque(token));
-  if (!link) return;
-  await revokeAndCountChains(deps, { linkId: link.link_id, clientId: client.clientId }, 'revoked_by_app', context.ip);
+  const grant = await findGrantOfToken(deps.db, hashOpaque(token));
+  if (!grant) return;
+  await revokeAndCountGrants(deps, { grantId: grant.grant_id, clientId: client.clientId }, 'revoked_by_app', context.ip);
 }

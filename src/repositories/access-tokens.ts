@@ -7,24 +7,24 @@ interface LiveToken {
   scopes: string[];
   created_at: Date;
   expires_at: Date;
-  link_id: string;
+  grant_id: string;
   user_id: string;
   client_id: string;
 }
 
 /**
  * The one rule for a live access token: stored, unexpired, and its app not disabled. Whatever
- * else ends a token deletes it in the ending transaction: revoking its chain (revokeChains) and
- * banning its user, which revokes all the user's chains and is ordered against any issuance in
+ * else ends a token deletes it in the ending transaction: revoking its grant (revokeGrants) and
+ * banning its user, which revokes all the user's grants and is ordered against any issuance in
  * flight by the lock in lockUserForIssuance. Point lookups read on every call, so a revocation,
  * sign-out or ban takes effect on the very next request with no cache to invalidate.
  *
- * The user's row is not read: at 1,000,000 chains its index and heap pages were about half of
+ * The user's row is not read: at 1,000,000 grants its index and heap pages were about half of
  * the pages a check finds outside the CPU's caches (npm run bench, introspection at that scale:
  * PostgreSQL CPU per request 0.091-0.099 ms in three runs before, 0.073 ms in two after).
  */
 const liveToken = (p: { tokenHash: Uint8Array; now: Date }) => sql<LiveToken>`
-  SELECT a.scopes, a.created_at, a.expires_at, a.link_id, a.user_id, a.client_id
+  SELECT a.scopes, a.created_at, a.expires_at, a.grant_id, a.user_id, a.client_id
   FROM access_tokens a
   JOIN clients c ON c.client_id = a.client_id
   WHERE a.token_hash = ${p.tokenHash} AND a.expires_at > ${p.now} AND c.disabled_at IS NULL`;
@@ -61,13 +61,13 @@ export async function findLiveAccessTokenForCaller(db: Database, tokenHash: Uint
 }
 
 /**
- * Deletes every access token of the given chains. One array parameter, so the statement's text
- * (and its prepared plan) is the same however many chains a ban revokes.
+ * Deletes every access token of the given grants. One array parameter, so the statement's text
+ * (and its prepared plan) is the same however many grants a ban revokes.
  */
-export async function deleteAccessTokensOfLinks(trx: Transaction<DB>, linkIds: string[]): Promise<void> {
-  if (linkIds.length === 0) return;
+export async function deleteAccessTokensOfGrants(trx: Transaction<DB>, grantIds: string[]): Promise<void> {
+  if (grantIds.length === 0) return;
   await trx
     .deleteFrom('access_tokens')
-    .where(sql<boolean>`link_id = ANY(${linkIds}::uuid[])`)
+    .where(sql<boolean>`grant_id = ANY(${grantIds}::uuid[])`)
     .execute();
 }

@@ -55,7 +55,7 @@ export async function replaceClientSecret(db: Database, clientId: string, secret
     .executeTakeFirst();
 }
 
-/** Deletes the client; its chains, tokens, events and pending requests go with it (cascades). */
+/** Deletes the client; its grants, tokens, events and pending requests go with it (cascades). */
 export async function deleteClientRow(db: Database, clientId: string): Promise<boolean> {
   const result = await db.deleteFrom('clients').where('client_id', '=', clientId).executeTakeFirst();
   return result.numDeletedRows > 0n;

@@ -135,8 +135,8 @@ export async function redeemApprovedRequest(db: Database, requestId: string, now
     .executeTakeFirst();
 }
 
-export async function setDeviceRequestLink(db: Database, requestId: string, linkId: string): Promise<void> {
-  await db.updateTable('device_requests').set({ link_id: linkId }).where('request_id', '=', requestId).execute();
+export async function setDeviceRequestGrant(db: Database, requestId: string, grantId: string): Promise<void> {
+  await db.updateTable('device_requests').set({ grant_id: grantId }).where('request_id', '=', requestId).execute();
 }
 
 /** A banned user's approval never turns into tokens. */

@@ -38,7 +38,7 @@ export async function findPlatformIcon(db: Database, sha256: Buffer) {
 }
 
 /**
- * Icons no request or link names, and nobody was given since `before`. Recently used icons are
+ * Icons no request or grant names, and nobody was given since `before`. Recently used icons are
  * spared because a request may be about to be given one (giveIconToRequest marks it first).
  */
 export const deleteUnusedPlatformIcons = (db: Database, before: Date, limit: number) =>
@@ -48,6 +48,6 @@ export const deleteUnusedPlatformIcons = (db: Database, before: Date, limit: num
     'sha256',
     sql<boolean>`last_used_at < ${before}
       AND NOT EXISTS (SELECT 1 FROM device_requests d WHERE d.platform_icon_sha256 = platform_icons.sha256)
-      AND NOT EXISTS (SELECT 1 FROM device_links l WHERE l.platform_icon_sha256 = platform_icons.sha256)`,
+      AND NOT EXISTS (SELECT 1 FROM grants g WHERE g.platform_icon_sha256 = platform_icons.sha256)`,
     limit,
   );

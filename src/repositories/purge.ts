@@ -34,9 +34,9 @@ export const deleteExpiredAccessTokens = (db: Database, before: Date, limit: num
   deleteUpTo(db, 'access_tokens', 'token_hash', sql<boolean>`expires_at < ${before}`, limit);
 
 /**
- * Chains that ended (revoked or expired) before `before`; their refresh tokens, old ones
- * included, and their events go with them. Old refresh tokens of a live chain are never
- * deleted on their own: reuse detection needs them for as long as the chain lives.
+ * Grants that ended (revoked or expired) before `before`; their refresh tokens, old ones
+ * included, and their events go with them. Old refresh tokens of a live grant are never
+ * deleted on their own: reuse detection needs them for as long as the grant lives.
  */
-export const deleteEndedLinks = (db: Database, before: Date, limit: number) =>
-  deleteUpTo(db, 'device_links', 'link_id', sql<boolean>`((revoked_at IS NOT NULL AND revoked_at < ${before}) OR expires_at < ${before})`, limit);
+export const deleteEndedGrants = (db: Database, before: Date, limit: number) =>
+  deleteUpTo(db, 'grants', 'grant_id', sql<boolean>`((revoked_at IS NOT NULL AND revoked_at < ${before}) OR expires_at < ${before})`, limit);

@@ -5,7 +5,7 @@ import type { Database } from '../db/connect.js';
 export interface RotationInput {
   presentedHash: Uint8Array;
   clientId: string;
-  /** null keeps the chain's scopes; otherwise they become these, if they are a subset. */
+  /** null keeps the grant's scopes; otherwise they become these, if they are a subset. */
   scopes: string[] | null;
   refreshHash: Uint8Array;
   refreshExpiresAt: Date;
@@ -17,18 +17,18 @@ export interface RotationInput {
 
 /** The presented token as the statement found it, and whether this call rotated it. */
 export interface RotationOutcome {
-  link_id: string;
+  grant_id: string;
   client_id: string;
   user_id: string;
   /** Already replaced when the statement began. */
   replaced: boolean;
   expired: boolean;
-  /** Link not revoked, user not banned, app not disabled. */
+  /** Grant not revoked, user not banned, app not disabled. */
   live: boolean;
   client_disabled: boolean;
-  /** The requested scopes (if any) are within the chain's. */
+  /** The requested scopes (if any) are within the grant's. */
   scope_ok: boolean;
-  /** The chain's scopes before this call narrowed them. */
+  /** The grant's scopes before this call narrowed them. */
   scopes: string[];
   auth_time: Date;
   email: string;
@@ -37,57 +37,57 @@ export interface RotationOutcome {
 }
 
 /**
- * One statement, one round trip: finds the presented token with its link, user and client
- * (point lookups by primary key) and, only while the link names it as the chain's current token
- * and it is unexpired, the caller's and live, moves the link on to the successor (with last use,
+ * One statement, one round trip: finds the presented token with its grant, user and client
+ * (point lookups by primary key) and, only while the grant names it as its current token
+ * and it is unexpired, the caller's and live, moves the grant on to the successor (with last use,
  * expiry and narrowed scopes: one HOT update of a row the rotation touches anyway), inserts the
  * successors and records the rotation. `rotated` false on a known token is for the caller to judge.
  *
- * Concurrency: the UPDATE of the link takes its row lock; a concurrent rotation of the same token
- * (or a revocation of the chain) waits for it and, once it commits, re-checks its conditions on
- * the link's new row version (READ COMMITTED): `current_refresh_hash` no longer names the
+ * Concurrency: the UPDATE of the grant takes its row lock; a concurrent rotation of the same token
+ * (or a revocation of the grant) waits for it and, once it commits, re-checks its conditions on
+ * the grant's new row version (READ COMMITTED): `current_refresh_hash` no longer names the
  * presented token, so it rotates nothing, while `presented` still shows the statement's
  * snapshot, in which the token looked current.
  */
 const rotateStatement = compiledOnce<RotationOutcome, RotationInput>(
   (input) => sql`
     WITH presented AS (
-      SELECT r.link_id, l.client_id, l.user_id, l.scopes, l.auth_time, u.email, u.name,
-             l.current_refresh_hash IS DISTINCT FROM r.token_hash AS replaced,
+      SELECT r.grant_id, g.client_id, g.user_id, g.scopes, g.auth_time, u.email, u.name,
+             g.current_refresh_hash IS DISTINCT FROM r.token_hash AS replaced,
              r.expires_at <= this_call.at AS expired,
-             (l.revoked_at IS NULL AND u.banned_at IS NULL AND c.disabled_at IS NULL) AS live,
+             (g.revoked_at IS NULL AND u.banned_at IS NULL AND c.disabled_at IS NULL) AS live,
              c.disabled_at IS NOT NULL AS client_disabled,
-             (${input.scopes}::text[] IS NULL OR ${input.scopes}::text[] <@ l.scopes) AS scope_ok,
+             (${input.scopes}::text[] IS NULL OR ${input.scopes}::text[] <@ g.scopes) AS scope_ok,
              this_call.at
       FROM (SELECT ${input.now}::timestamptz AS at) this_call, refresh_tokens r
-      JOIN device_links l ON l.link_id = r.link_id
-      JOIN users u ON u.user_id = l.user_id
-      JOIN clients c ON c.client_id = l.client_id
+      JOIN grants g ON g.grant_id = r.grant_id
+      JOIN users u ON u.user_id = g.user_id
+      JOIN clients c ON c.client_id = g.client_id
       WHERE r.token_hash = ${input.presentedHash}
     ),
     rotated AS (
-      UPDATE device_links l
+      UPDATE grants g
       SET current_refresh_hash = ${input.refreshHash}, last_used_at = p.at, last_used_ip = ${input.ip}, expires_at = ${input.refreshExpiresAt},
-          scopes = coalesce(${input.scopes}::text[], l.scopes)
+          scopes = coalesce(${input.scopes}::text[], g.scopes)
       FROM presented p
-      WHERE l.link_id = p.link_id
-        AND l.current_refresh_hash = ${input.presentedHash} AND l.revoked_at IS NULL
+      WHERE g.grant_id = p.grant_id
+        AND g.current_refresh_hash = ${input.presentedHash} AND g.revoked_at IS NULL
         AND NOT p.expired AND p.client_id = ${input.clientId} AND p.live AND p.scope_ok
-      RETURNING l.link_id, l.user_id, l.client_id, l.scopes, p.at
+      RETURNING g.grant_id, g.user_id, g.client_id, g.scopes, p.at
     ),
     successor AS (
-      INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at)
-      SELECT ${input.refreshHash}, link_id, at, ${input.refreshExpiresAt} FROM rotated
+      INSERT INTO refresh_tokens (token_hash, grant_id, created_at, expires_at)
+      SELECT ${input.refreshHash}, grant_id, at, ${input.refreshExpiresAt} FROM rotated
     ),
     access AS (
-      INSERT INTO access_tokens (token_hash, link_id, user_id, client_id, scopes, created_at, expires_at)
-      SELECT ${input.accessHash}, link_id, user_id, client_id, scopes, at, ${input.accessExpiresAt} FROM rotated
+      INSERT INTO access_tokens (token_hash, grant_id, user_id, client_id, scopes, created_at, expires_at)
+      SELECT ${input.accessHash}, grant_id, user_id, client_id, scopes, at, ${input.accessExpiresAt} FROM rotated
     ),
     event AS (
-      INSERT INTO link_events (link_id, user_id, client_id, event, client_ip, created_at)
-      SELECT link_id, user_id, client_id, 'rotated', ${input.ip}, at FROM rotated
+      INSERT INTO grant_events (grant_id, user_id, client_id, event, client_ip, created_at)
+      SELECT grant_id, user_id, client_id, 'rotated', ${input.ip}, at FROM rotated
     )
-    SELECT p.link_id, p.client_id, p.user_id, p.replaced, p.expired, p.live, p.client_disabled, p.scope_ok,
+    SELECT p.grant_id, p.client_id, p.user_id, p.replaced, p.expired, p.live, p.client_disabled, p.scope_ok,
            p.scopes, p.auth_time, p.email, p.name, EXISTS (SELECT 1 FROM rotated) AS rotated
     FROM presented p`,
 );

@@ -22,10 +22,10 @@ export async function setUserBannedAt(db: Database | Transaction<DB>, email: str
 }
 
 /**
- * The user a chain is about to be issued to, read under a share lock held to the end of the
+ * The user a grant is about to be issued to, read under a share lock held to the end of the
  * issuing transaction. A ban updates this row first (bans.ts), so the two are ordered: a ban
  * that came first is seen here (the read waits for it and returns the banned row), and a ban
- * that comes later waits for the issuance to commit, then revokes the new chain with the rest.
+ * that comes later waits for the issuance to commit, then revokes the new grant with the rest.
  * That keeps "a banned user has no access token" true without a users join on every token check.
  */
 export async function lockUserForIssuance(trx: Transaction<DB>, userId: string) {
@@ -50,7 +50,7 @@ export async function listUsers(db: Database, page: { search?: string | undefine
   return query.execute();
 }
 
-/** Deletes the user; sessions, chains, tokens, events and requests go with it (cascades). */
+/** Deletes the user; sessions, grants, tokens, events and requests go with it (cascades). */
 export async function deleteUserRow(db: Database, userId: string): Promise<boolean> {
   const result = await db.deleteFrom('users').where('user_id', '=', userId).executeTakeFirst();
   return result.numDeletedRows > 0n;

@@ -94,7 +94,7 @@ describe('who may use the admin API', () => {
     const doc = (await call('GET', '/admin/openapi.json')).body as { paths: Record<string, Record<string, unknown>> };
     let checked = 0;
     for (const [template, operations] of Object.entries(doc.paths)) {
-      const url = template.replace('{clientId}', 'tv_x').replace('{email}', 'a%40example.test').replace('{linkId}', '00000000-0000-4000-8000-000000000000');
+      const url = template.replace('{clientId}', 'tv_x').replace('{email}', 'a%40example.test').replace('{grantId}', '00000000-0000-4000-8000-000000000000');
       for (const method of Object.keys(operations)) {
         const res = await raw({ path: url, method: method.toUpperCase(), headers: { 'content-type': 'application/json' }, ...(method !== 'get' && { body: '{}' }) });
         expect(res.status, `${method} ${url}`).toBe(401);
@@ -264,9 +264,9 @@ describe('users, their devices and apps', () => {
     const apps = await call('GET', `/admin/users/${encodeURIComponent(user.email)}/apps`);
     expect(apps.body.items.map((a: { client_id: string }) => a.client_id).sort()).toEqual([tv.clientId, bot.clientId].sort());
 
-    expect((await call('DELETE', `/admin/users/${encodeURIComponent(user.email)}/devices/${tvDevice.link_id}`)).body).toEqual({ signed_out: true });
+    expect((await call('DELETE', `/admin/users/${encodeURIComponent(user.email)}/devices/${tvDevice.grant_id}`)).body).toEqual({ signed_out: true });
     expect((await userinfo(t, tvTokens.access_token)).statusCode).toBe(401);
-    expect((await call('DELETE', `/admin/users/${encodeURIComponent(user.email)}/devices/${tvDevice.link_id}`)).status).toBe(404);
+    expect((await call('DELETE', `/admin/users/${encodeURIComponent(user.email)}/devices/${tvDevice.grant_id}`)).status).toBe(404);
     expect((await call('DELETE', `/admin/users/${encodeURIComponent(user.email)}/apps/${bot.clientId}`)).body).toEqual({ removed: true });
     expect((await userinfo(t, botTokens.access_token)).statusCode).toBe(401);
     expect((await call('GET', `/admin/users/${encodeURIComponent(user.email)}/apps`)).body.items).toEqual([]);
@@ -274,7 +274,7 @@ describe('users, their devices and apps', () => {
     const other = await seedUser(t);
     const otherTokens = await signIn(t, tv, other.userId);
     const otherDevice = (await call('GET', `/admin/users/${encodeURIComponent(other.email)}/devices`)).body.items[0];
-    expect((await call('DELETE', `/admin/users/${encodeURIComponent(user.email)}/devices/${otherDevice.link_id}`)).status).toBe(404);
+    expect((await call('DELETE', `/admin/users/${encodeURIComponent(user.email)}/devices/${otherDevice.grant_id}`)).status).toBe(404);
     expect((await userinfo(t, otherTokens.access_token)).statusCode).toBe(200);
   });
 
@@ -283,7 +283,7 @@ describe('users, their devices and apps', () => {
     const user = await seedUser(t);
     const tokens = await signIn(t, tv, user.userId);
     const banned = await call('POST', `/admin/users/${encodeURIComponent(user.email)}/ban`);
-    expect(banned.body).toMatchObject({ user_id: user.userId, banned: true, revoked_chains: 1 });
+    expect(banned.body).toMatchObject({ user_id: user.userId, banned: true, revoked_grants: 1 });
     expect((await userinfo(t, tokens.access_token)).statusCode).toBe(401);
     expect((await call('POST', `/admin/users/${encodeURIComponent(user.email)}/unban`)).body).toMatchObject({ banned: false });
     const fresh = await signIn(t, tv, user.userId);
@@ -317,14 +317,14 @@ describe('events, purge and housekeeping', () => {
   it('purge runs now and says what it deleted; housekeeping reports the last run', async () => {
     const purged = await call('POST', '/admin/purge');
     expect(purged.status).toBe(200);
-    expect(Object.keys(purged.body).sort()).toEqual(['accessTokens', 'browserSessions', 'deviceRequests', 'links', 'platformIcons', 'rateLimitCounters']);
+    expect(Object.keys(purged.body).sort()).toEqual(['accessTokens', 'browserSessions', 'deviceRequests', 'grants', 'platformIcons', 'rateLimitCounters']);
     const health = await call('GET', '/admin/housekeeping');
     expect(health.body).toMatchObject({ running: false, consecutive_failures: 0, healthy: true, last_run: { outcome: 'done', purged: purged.body } });
   });
 });
 
 describe('what an app may do is registered (issue 21 §1)', () => {
-  it('a web app is registered with exact redirect URIs and its grants; show and update speak of both', async () => {
+  it('a web app is registered with exact redirect URIs and its grant types; show and update speak of both', async () => {
     const created = await call('POST', '/admin/clients', {
       name: 'Shop',
       kind: 'web',
@@ -364,7 +364,7 @@ describe('what an app may do is registered (issue 21 §1)', () => {
     expect((await call('GET', '/admin/clients?limit=500')).body.items.length).toBe(before);
   });
 
-  it('a grant nobody knows, or none at all, is refused', async () => {
+  it('a grant type nobody knows, or none at all, is refused', async () => {
     for (const grant_types of [['implicit'], ['password'], []]) {
       const res = await call('POST', '/admin/clients', { name: 'Odd', kind: 'tv', type: 'public', grant_types });
       expect(res.status, JSON.stringify(grant_types)).toBe(400);
@@ -447,7 +447,7 @@ describe('the OpenAPI document and the audit log', () => {
       'POST /admin/users/{email}/unban',
       'DELETE /admin/users/{email}',
       'GET /admin/users/{email}/devices',
-      'DELETE /admin/users/{email}/devices/{linkId}',
+      'DELETE /admin/users/{email}/devices/{grantId}',
       'GET /admin/users/{email}/apps',
       'DELETE /admin/users/{email}/apps/{clientId}',
       'GET /admin/events',

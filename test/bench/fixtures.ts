@@ -15,9 +15,9 @@ export const TOKEN_KINDS = {
   deviceCode: { prefix: 'da_dc_', tag: 'dc' },
   /** Pending device codes hammered by the slow_down variant, apart from the pool. */
   fastDeviceCode: { prefix: 'da_dc_', tag: 'dcfast' },
-  /** The current refresh token of chain i (before the benchmark rotates it). */
+  /** The current refresh token of grant i (before the benchmark rotates it). */
   refreshToken: { prefix: 'da_rt_', tag: 'rt' },
-  /** The live access token of chain i. */
+  /** The live access token of grant i. */
   accessToken: { prefix: 'da_at_', tag: 'at' },
 } as const;
 
@@ -34,13 +34,13 @@ export function benchTokenSql(kind: TokenKind, i: string): string {
   return `('${prefix}' || rtrim(translate(encode(sha256(convert_to('${SEED}:${tag}:' || (${i})::text, 'UTF8')), 'base64'), '+/', '-_'), '='))`;
 }
 
-/** Chains with an odd number carry openid (ID tokens on refresh, userinfo); even ones do not. */
+/** Grants with an odd number carry openid (ID tokens on refresh, userinfo); even ones do not. */
 export const OPENID_SCOPES = ['openid', 'profile', 'email', 'offline_access'];
 export const PLAIN_SCOPES = ['profile', 'email', 'offline_access'];
-export const hasOpenid = (chain: number) => chain % 2 === 1;
+export const hasOpenid = (grant: number) => grant % 2 === 1;
 
-/** Chains share users ten to one, as a household shares an account between devices. */
-export const CHAINS_PER_USER = 10;
+/** Grants share users ten to one, as a household shares an account between devices. */
+export const GRANTS_PER_USER = 10;
 
 export const TV_CLIENT_ID = 'tv_bench';
 /** A confidential resource server that introspects. */

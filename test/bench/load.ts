@@ -38,7 +38,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 interface Counters {
   waitsForDueCode: number;
-  chainsLost: number;
+  grantsLost: number;
   /** poll: codes polled for the first time. */
   firstPolls: number;
 }
@@ -99,8 +99,8 @@ function sourceFor(spec: LoadSpec, counters: Counters): Source {
       return (w) => ({ raw: raws[w]! });
     }
     case 'refresh': {
-      const spares = spec.refreshChains.slice(spec.connections);
-      const held: Array<string | null> = spec.refreshChains.slice(0, spec.connections).map((chain) => benchToken('refreshToken', chain));
+      const spares = spec.refreshGrants.slice(spec.connections);
+      const held: Array<string | null> = spec.refreshGrants.slice(0, spec.connections).map((grant) => benchToken('refreshToken', grant));
       return (w) => {
         const token = held[w];
         if (!token) return null;
@@ -112,9 +112,9 @@ function sourceFor(spec: LoadSpec, counters: Counters): Source {
               held[w] = next;
               return;
             }
-            // invalid_grant here is a bug (each chain has one holder), and after a transport
-            // failure the chain's state is unknown: either way, continue on a fresh chain.
-            counters.chainsLost++;
+            // invalid_grant here is a bug (each grant has one holder), and after a transport
+            // failure the grant's state is unknown: either way, continue on a fresh grant.
+            counters.grantsLost++;
             const spare = spares.shift();
             held[w] = spare === undefined ? null : benchToken('refreshToken', spare);
           },
@@ -124,14 +124,14 @@ function sourceFor(spec: LoadSpec, counters: Counters): Source {
     case 'introspect': {
       const authorization = basicAuthorization(RS_CLIENT_ID, RS_CLIENT_SECRET);
       return () => ({
-        raw: rawRequest('POST', '/oauth/introspect', host, { authorization }, `token=${benchToken('accessToken', randomInt(spec.chains))}`),
+        raw: rawRequest('POST', '/oauth/introspect', host, { authorization }, `token=${benchToken('accessToken', randomInt(spec.grants))}`),
       });
     }
     case 'userinfo':
-      // Odd chains carry openid.
+      // Odd grants carry openid.
       return () => ({
         raw: rawRequest('GET', '/oauth/userinfo', host, {
-          authorization: `Bearer ${benchToken('accessToken', 2 * randomInt(Math.floor(spec.chains / 2)) + 1)}`,
+          authorization: `Bearer ${benchToken('accessToken', 2 * randomInt(Math.floor(spec.grants / 2)) + 1)}`,
         }),
       });
   }
@@ -144,7 +144,7 @@ function percentile(sorted: Uint32Array, p: number): number {
 }
 
 async function run(spec: LoadSpec): Promise<LoadResult> {
-  const counters: Counters = { waitsForDueCode: 0, chainsLost: 0, firstPolls: 0 };
+  const counters: Counters = { waitsForDueCode: 0, grantsLost: 0, firstPolls: 0 };
   const source = sourceFor(spec, counters);
   const latencies = new Uint32Array(spec.maxRequests);
   const completedAt = spec.timeline ? new Uint32Array(spec.maxRequests) : null;
@@ -258,7 +258,7 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
     mixAll: Object.fromEntries(mixAll),
     loadCpu: cpuAtStart ? (cpu.user + cpu.system) / 1e6 / seconds : 0,
     waitsForDueCode: counters.waitsForDueCode,
-    chainsLost: counters.chainsLost,
+    grantsLost: counters.grantsLost,
     minutes,
   };
 }

@@ -34,7 +34,7 @@ export interface Profile {
   scaleRefreshWarmupMs: number;
   durationMs: number;
   maxRequests: number;
-  /** Pending device requests and live chains of the base data set. */
+  /** Pending device requests and live grants of the base data set. */
   rows: number;
   /** Rows of each kind in the scale phase. */
   scaleRows: number;

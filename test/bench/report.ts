@@ -11,7 +11,7 @@ export interface ScenarioRecord {
   scenario: string;
   kind: LoadKind;
   database: DatabaseKind;
-  /** Live device requests and live chains in the database when it ran. */
+  /** Live device requests and live grants in the database when it ran. */
   rows: number;
   result: LoadResult;
   /** CPU of the process under load (server or ceilings) during the measured window, share of one core. */

@@ -354,8 +354,8 @@ async function runPlan(target: Target, options: Options, profile: Profile, plans
       maxRequests: profile.maxRequests,
       timeoutMs: REQUEST_TIMEOUT_MS,
       rows: { offset: 0, count: 0, stride: 1 },
-      chains: 0,
-      refreshChains: [],
+      grants: 0,
+      refreshGrants: [],
       intervalMs: 1000,
       timeline: false,
       ...plan.spec,
@@ -402,20 +402,20 @@ function withRatios(records: ScenarioRecord[]): ScenarioRecord[] {
   });
 }
 
-/** n chains of one parity (odd: openid), spread evenly over [from, to). */
-function spreadChains(from: number, to: number, parity: 0 | 1, n: number): number[] {
+/** n grants of one parity (odd: openid), spread evenly over [from, to). */
+function spreadGrants(from: number, to: number, parity: 0 | 1, n: number): number[] {
   const step = Math.max(2, Math.floor((to - from) / n / 2) * 2);
   const first = from % 2 === parity ? from : from + 1;
-  const chains = Array.from({ length: n }, (_, k) => first + k * step).filter((c) => c < to);
-  if (chains.length < n) throw new Error(`only ${chains.length} chains for ${n} refresh workers and spares: more rows or fewer connections`);
-  return chains;
+  const grants = Array.from({ length: n }, (_, k) => first + k * step).filter((c) => c < to);
+  if (grants.length < n) throw new Error(`only ${grants.length} grants for ${n} refresh workers and spares: more rows or fewer connections`);
+  return grants;
 }
 
-/** The scenarios of one data set. `from` is where chains untouched by earlier phases begin. */
+/** The scenarios of one data set. `from` is where grants untouched by earlier phases begin. */
 function plansFor(rows: number, from: number, options: Options, profile: Profile, suffix: string, all: boolean, bracketed: boolean): Plan[] {
   const workers = options.connections * 2;
   const poolSize = Math.min(profile.pollPool, rows);
-  // At scale a rotation writes about six random pages (its link, and leaves of the token and
+  // At scale a rotation writes about six random pages (its grant, and leaves of the token and
   // event indexes) out of tens of thousands, and the first change to each after the scenario's
   // CHECKPOINT logs the whole page. After the usual 3 s of warm-up the measured window still paid
   // 0.54 full-page images and 4 kB of WAL per rotation; after 30 s, none and 1.55 kB, as at 20,000
@@ -435,19 +435,19 @@ function plansFor(rows: number, from: number, options: Options, profile: Profile
   ];
   if (all) plans.push({ id: `poll-slow_down${suffix}`, scenario: 'poll too fast (slow_down)', kind: 'poll-fast', rows, spec: { rows: { offset: 0, count: options.connections, stride: 1 } } });
   plans.push(
-    { id: `refresh${suffix}`, scenario: 'refresh', kind: 'refresh', rows, spec: { refreshChains: spreadChains(from, rows, 0, workers), ...refreshWarmup } },
+    { id: `refresh${suffix}`, scenario: 'refresh', kind: 'refresh', rows, spec: { refreshGrants: spreadGrants(from, rows, 0, workers), ...refreshWarmup } },
     {
       id: `refresh-openid${suffix}`,
       scenario: 'refresh with openid',
       kind: 'refresh',
       rows,
-      spec: { refreshChains: spreadChains(from, rows, 1, workers), ...refreshWarmup },
+      spec: { refreshGrants: spreadGrants(from, rows, 1, workers), ...refreshWarmup },
     },
-    { id: `introspect${suffix}`, scenario: 'introspect', kind: 'introspect', rows, spec: { chains: rows } },
+    { id: `introspect${suffix}`, scenario: 'introspect', kind: 'introspect', rows, spec: { grants: rows } },
   );
   if (all) {
     plans.push(
-      { id: `userinfo${suffix}`, scenario: 'userinfo', kind: 'userinfo', rows, spec: { chains: rows } },
+      { id: `userinfo${suffix}`, scenario: 'userinfo', kind: 'userinfo', rows, spec: { grants: rows } },
       // Last: every code request adds a device request.
       { id: `code${suffix}`, scenario: 'code (device authorization)', kind: 'code', rows, spec: {} },
     );
@@ -577,8 +577,8 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
       : sql`SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter`;
 
   await migrateToLatest(handle.db);
-  const base = { pending: profile.rows, chains: profile.rows };
-  await seed(execute, { pending: 0, chains: 0 }, base, options.connections, (line) => log(`seed: ${line}`), 2);
+  const base = { pending: profile.rows, grants: profile.rows };
+  await seed(execute, { pending: 0, grants: 0 }, base, options.connections, (line) => log(`seed: ${line}`), 2);
 
   const resultsDir = path.dirname(path.resolve(ROOT, options.json));
   const profiling: Profiling | null = options.cpuProfile
@@ -645,8 +645,8 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
       maxRequests: 10_000_000,
       timeoutMs: REQUEST_TIMEOUT_MS,
       rows: { offset: 0, count: poolSize, stride: 1 },
-      chains: 0,
-      refreshChains: [],
+      grants: 0,
+      refreshGrants: [],
       intervalMs: 1000,
       timeline: true,
     });
@@ -677,9 +677,9 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
 
   const records = withRatios(await runPlan(target, options, profile, plansFor(profile.rows, 0, options, profile, '', true, true), profiling));
   if (options.scale) {
-    log(`seeding up to ${profile.scaleRows.toLocaleString('en')} live device requests and chains`);
+    log(`seeding up to ${profile.scaleRows.toLocaleString('en')} live device requests and grants`);
     const seeded = performance.now();
-    await seed(execute, base, { pending: profile.scaleRows, chains: profile.scaleRows }, options.connections, (line) => log(`seed: ${line}`), 2);
+    await seed(execute, base, { pending: profile.scaleRows, grants: profile.scaleRows }, options.connections, (line) => log(`seed: ${line}`), 2);
     log(`  seeded in ${((performance.now() - seeded) / 1000).toFixed(0)} s`);
     const scale = await runPlan(target, options, profile, plansFor(profile.scaleRows, profile.rows, options, profile, '@scale', false, true), profiling);
     records.push(...withRatios(scale));
@@ -697,7 +697,7 @@ async function embeddedPhase(options: Options, profile: Profile): Promise<{ reco
   const dataDir = path.join(dir, 'server');
   log('embedded: seeding (no server running)');
   await runToEnd(
-    spawnChild('embedded seeding', SERVER_CORE, [...bench('seed-embedded.ts'), dataDir, JSON.stringify({ pending: profile.rows, chains: profile.rows, fastCodes: options.connections })], childEnv()),
+    spawnChild('embedded seeding', SERVER_CORE, [...bench('seed-embedded.ts'), dataDir, JSON.stringify({ pending: profile.rows, grants: profile.rows, fastCodes: options.connections })], childEnv()),
     10 * 60_000,
   );
   const [server, ceilings] = await Promise.all([startServer({ dataDir }, options.poolSize), startCeilings({ dataDir: path.join(dir, 'ceilings') }, options.poolSize)]);
@@ -802,7 +802,7 @@ const EXPECTED: Record<LoadKind, string[]> = {
 /**
  * The benchmark measured what it meant to: the server's answers are the expected ones (0.1% slack),
  * transport failures (timeouts under an overloaded machine) stay rare, and no refresh worker ever
- * got invalid_grant: each chain has one holder, so that would be a bug.
+ * got invalid_grant: each grant has one holder, so that would be a bug.
  */
 function checksOf(records: ScenarioRecord[]): Verdict[] {
   const verdicts: Verdict[] = [];
@@ -825,8 +825,8 @@ function checksOf(records: ScenarioRecord[]): Verdict[] {
     if (r.kind === 'refresh') {
       const invalid = r.result.mixAll['400 invalid_grant'] ?? 0;
       verdicts.push({
-        name: `${r.id}: no worker got invalid_grant for its own chain`,
-        value: `${invalid} (chains given up: ${r.result.chainsLost})`,
+        name: `${r.id}: no worker got invalid_grant for its own grant`,
+        value: `${invalid} (grants given up: ${r.result.grantsLost})`,
         goal: '0',
         pass: invalid === 0,
       });

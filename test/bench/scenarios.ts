@@ -11,11 +11,11 @@ export type LoadKind =
   | 'poll'
   /** Device grant polls of one code per connection, back to back: slow_down every time. */
   | 'poll-fast'
-  /** Refresh grant: one worker per connection, each rotating its own chain. */
+  /** Refresh grant: one worker per connection, each rotating its own grant. */
   | 'refresh'
-  /** POST /oauth/introspect of live access tokens drawn across all chains. */
+  /** POST /oauth/introspect of live access tokens drawn across all grants. */
   | 'introspect'
-  /** GET /oauth/userinfo with live openid access tokens drawn across all chains. */
+  /** GET /oauth/userinfo with live openid access tokens drawn across all grants. */
   | 'userinfo';
 
 export interface LoadSpec {
@@ -36,10 +36,10 @@ export interface LoadSpec {
   timeoutMs: number;
   /** poll: the pool is rows offset + k * stride for k < count; poll-fast: rows offset + connection. */
   rows: { offset: number; count: number; stride: number };
-  /** Live chains [0, chains): introspect and userinfo draw tokens from them. */
-  chains: number;
-  /** refresh: the chains to rotate, one per connection first, then spares for workers that lose theirs. */
-  refreshChains: number[];
+  /** Live grants [0, grants): introspect and userinfo draw tokens from them. */
+  grants: number;
+  /** refresh: the grants to rotate, one per connection first, then spares for workers that lose theirs. */
+  refreshGrants: number[];
   /** poll: milliseconds a code waits after its answer before it is polled again. */
   intervalMs: number;
   /** Keep a per-request completion time, for per-minute figures (the soak). */
@@ -75,7 +75,7 @@ export interface LoadResult {
   loadCpu: number;
   /** poll: how often no code was due and a connection waited. */
   waitsForDueCode: number;
-  /** refresh: chains given up (invalid_grant or an unknown outcome) and spares taken. */
-  chainsLost: number;
+  /** refresh: grants given up (invalid_grant or an unknown outcome) and spares taken. */
+  grantsLost: number;
   minutes: MinuteStats[];
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import {
   benchTokenSql,
-  CHAINS_PER_USER,
+  GRANTS_PER_USER,
   OPENID_SCOPES,
   PLAIN_SCOPES,
   RS_CLIENT_ID,
@@ -48,29 +48,29 @@ export function deviceRequestsSql(kind: Extract<TokenKind, 'deviceCode' | 'fastD
 }
 
 /**
- * Chains [from, to): a user (shared by CHAINS_PER_USER chains), a live device link, its current
- * refresh token and one live access token. Odd chains carry openid.
+ * Grants [from, to): a user (shared by GRANTS_PER_USER grants), a live grant, its current
+ * refresh token and one live access token. Odd grants carry openid.
  */
-export function chainsSql(from: number, to: number): string[] {
+export function grantsSql(from: number, to: number): string[] {
   const series = `generate_series(${from}::bigint, ${to - 1}::bigint) AS i`;
-  const firstUser = Math.floor(from / CHAINS_PER_USER);
-  const lastUser = Math.floor((to - 1) / CHAINS_PER_USER);
+  const firstUser = Math.floor(from / GRANTS_PER_USER);
+  const lastUser = Math.floor((to - 1) / GRANTS_PER_USER);
   return [
     `INSERT INTO users (user_id, email, password_hash, name)
      SELECT ${uuidOf('user', 'u')}, 'bench-' || u::text || '@example.test', 'not-a-password-hash', 'Bench User ' || u::text
      FROM generate_series(${firstUser}::bigint, ${lastUser}::bigint) AS u
      ON CONFLICT (user_id) DO NOTHING`,
-    `INSERT INTO device_links (link_id, user_id, client_id, scopes, platform_name, auth_time, created_at, last_used_at, expires_at,
+    `INSERT INTO grants (grant_id, user_id, client_id, scopes, platform_name, auth_time, created_at, last_used_at, expires_at,
                                current_refresh_hash)
-     SELECT ${uuidOf('link', 'i')}, ${uuidOf('user', `i / ${CHAINS_PER_USER}`)}, '${TV_CLIENT_ID}', ${scopesOf('i')}, 'Bench TV',
+     SELECT ${uuidOf('grant', 'i')}, ${uuidOf('user', `i / ${GRANTS_PER_USER}`)}, '${TV_CLIENT_ID}', ${scopesOf('i')}, 'Bench TV',
             now() - interval '1 day', now() - interval '1 day', now() - interval '1 hour', now() + interval '60 days',
             ${hashOf(benchTokenSql('refreshToken', 'i'))}
      FROM ${series}`,
-    `INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at)
-     SELECT ${hashOf(benchTokenSql('refreshToken', 'i'))}, ${uuidOf('link', 'i')}, now() - interval '1 hour', now() + interval '60 days'
+    `INSERT INTO refresh_tokens (token_hash, grant_id, created_at, expires_at)
+     SELECT ${hashOf(benchTokenSql('refreshToken', 'i'))}, ${uuidOf('grant', 'i')}, now() - interval '1 hour', now() + interval '60 days'
      FROM ${series}`,
-    `INSERT INTO access_tokens (token_hash, link_id, user_id, client_id, scopes, created_at, expires_at)
-     SELECT ${hashOf(benchTokenSql('accessToken', 'i'))}, ${uuidOf('link', 'i')}, ${uuidOf('user', `i / ${CHAINS_PER_USER}`)}, '${TV_CLIENT_ID}', ${scopesOf('i')}, now() - interval '1 minute', now() + interval '1 day'
+    `INSERT INTO access_tokens (token_hash, grant_id, user_id, client_id, scopes, created_at, expires_at)
+     SELECT ${hashOf(benchTokenSql('accessToken', 'i'))}, ${uuidOf('grant', 'i')}, ${uuidOf('user', `i / ${GRANTS_PER_USER}`)}, '${TV_CLIENT_ID}', ${scopesOf('i')}, now() - interval '1 minute', now() + interval '1 day'
      FROM ${series}`,
   ];
 }
@@ -78,8 +78,8 @@ export function chainsSql(from: number, to: number): string[] {
 export interface SeedSize {
   /** Pending device requests polled by the well-behaved pool: rows [0, pending). */
   pending: number;
-  /** Live chains: rows [0, chains). */
-  chains: number;
+  /** Live grants: rows [0, grants). */
+  grants: number;
 }
 
 /**
@@ -101,12 +101,12 @@ export async function seed(
   parallel = 1,
 ): Promise<void> {
   const statements: string[] = [];
-  if (from.pending === 0 && from.chains === 0) statements.push(clientsSql(), deviceRequestsSql('fastDeviceCode', 0, fastCodes));
+  if (from.pending === 0 && from.grants === 0) statements.push(clientsSql(), deviceRequestsSql('fastDeviceCode', 0, fastCodes));
   for (let start = from.pending; start < to.pending; start += BATCH) {
     statements.push(deviceRequestsSql('deviceCode', start, Math.min(to.pending, start + BATCH)));
   }
-  for (let start = from.chains; start < to.chains; start += BATCH) {
-    statements.push(...chainsSql(start, Math.min(to.chains, start + BATCH)));
+  for (let start = from.grants; start < to.grants; start += BATCH) {
+    statements.push(...grantsSql(start, Math.min(to.grants, start + BATCH)));
   }
   const total = statements.length;
   let done = 0;
@@ -120,7 +120,7 @@ export async function seed(
     }
   };
   await Promise.all(Array.from({ length: parallel }, worker));
-  await execute('VACUUM ANALYZE users, device_links, refresh_tokens, access_tokens, device_requests, clients');
+  await execute('VACUUM ANALYZE users, grants, refresh_tokens, access_tokens, device_requests, clients');
   // The seed's dirty pages are written now rather than by a checkpoint in the middle of a
   // scenario: a full run once saw refresh at 1,000,000 rows stall and time out that way.
   await execute('CHECKPOINT');

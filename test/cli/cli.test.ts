@@ -193,7 +193,7 @@ describe('device-auth CLI (JSON on stdout, errors on stderr with a non-zero exit
     await cliWithInput('a long enough password\n', 'user', 'create', '--email', 'eve@example.test');
     const ban = await cli('user', 'ban', 'eve@example.test');
     expect(ban.code, ban.stderr).toBe(0);
-    expect(JSON.parse(ban.stdout)).toMatchObject({ banned: true, revoked_chains: 0 });
+    expect(JSON.parse(ban.stdout)).toMatchObject({ banned: true, revoked_grants: 0 });
     const unban = await cli('user', 'unban', 'EVE@example.test');
     expect(JSON.parse(unban.stdout)).toMatchObject({ banned: false });
     const nobody = await cli('user', 'ban', 'nobody@example.test');

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
 import { banUser } from '../../src/accounts/bans.js';
-import { revokeChains } from '../../src/oauth/chains.js';
+import { revokeGrants } from '../../src/oauth/grant-revocation.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { seedClient, seedUser, startTestApp } from '../helpers/app.js';
 import { createCliTarget, runProgram, type CliTarget } from '../helpers/cli.js';
-import { linkOf, refresh, refreshed, revoke, signIn } from '../helpers/tokens.js';
+import { grantOf, refresh, refreshed, revoke, signIn } from '../helpers/tokens.js';
 
 // Each test starts real processes; on a busy 2-core machine one start can take several seconds.
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
@@ -30,10 +30,10 @@ beforeAll(async () => {
     const revoked = await signIn(t, tv, user.userId);
     await revoke(t, tv, revoked.access_token);
     const signedOut = await signIn(t, tv, user.userId);
-    const signedOutLink = (await linkOf(t, signedOut.access_token)).link_id;
-    await t.deps.db.transaction().execute((trx) => revokeChains(trx, { linkId: signedOutLink }, 'signed_out_by_user', { now: t.clock.now(), ip: '203.0.113.7' }));
+    const signedOutGrant = (await grantOf(t, signedOut.access_token)).grant_id;
+    await t.deps.db.transaction().execute((trx) => revokeGrants(trx, { grantId: signedOutGrant }, 'signed_out_by_user', { now: t.clock.now(), ip: '203.0.113.7' }));
     await signIn(t, tv, user.userId);
-    await t.deps.db.transaction().execute((trx) => revokeChains(trx, { userId: user.userId, clientId: tv.clientId }, 'access_removed', { now: t.clock.now(), ip: '203.0.113.8' }));
+    await t.deps.db.transaction().execute((trx) => revokeGrants(trx, { userId: user.userId, clientId: tv.clientId }, 'access_removed', { now: t.clock.now(), ip: '203.0.113.8' }));
     await signIn(t, tv, user.userId);
     await banUser(t.deps.db, user.email, t.clock.now());
   } finally {
@@ -63,7 +63,7 @@ describe('device-auth events --user EMAIL', () => {
       'revoked:user_banned',
     ]);
     for (const e of events) {
-      expect(e).toMatchObject({ app: 'Living Room TV', link_id: expect.any(String), at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
+      expect(e).toMatchObject({ app: 'Living Room TV', grant_id: expect.any(String), at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
     }
     // Requests over HTTP record the caller's IP.
     expect(events[0].client_ip).toBe('127.0.0.1');

@@ -1,7 +1,10 @@
 import { Migrator, sql, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../../migrations/index.js';
+import { hashOpaque } from '../../src/oauth/tokens.js';
+import { seedClient, startTestApp } from '../helpers/app.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { eventsOf, introspection, refresh, refreshed, userinfo } from '../helpers/tokens.js';
 
 const BEFORE_CURRENT_ON_LINK = '2026-11-22T01-00-00_fewer_writes_per_request';
 
@@ -28,7 +31,7 @@ function unmigratedDatabase() {
 describe('migration 2026-11-22T02-00-00_current_refresh_token_on_link', () => {
   const state = unmigratedDatabase();
 
-  it('moves each chain’s unreplaced token onto its link, and back down again', async () => {
+  it('moves each grant’s unreplaced token onto its row, and back down again', async () => {
     const { db, migrator } = state;
     const before = await migrator.migrateTo(BEFORE_CURRENT_ON_LINK);
     expect(before.error).toBeUndefined();
@@ -43,13 +46,14 @@ describe('migration 2026-11-22T02-00-00_current_refresh_token_on_link', () => {
                 (${hash('old')}, ${link(1)}, now() - interval '2 hours', now() + interval '1 day', now() - interval '1 hour'),
                 (${hash('current')}, ${link(1)}, now() - interval '1 hour', now() + interval '1 day', NULL)`.execute(db);
 
-    const up = await migrator.migrateToLatest();
+    // Up to this migration only: later ones rename what this test reads (2026-11-24T07-00-00).
+    const up = await migrator.migrateTo('2026-11-22T02-00-00_current_refresh_token_on_link');
     expect(up.error).toBeUndefined();
     const links = await sql<{ link_id: string; current_refresh_hash: Uint8Array | null }>`
       SELECT link_id::text, current_refresh_hash FROM device_links ORDER BY link_id`.execute(db);
     expect(links.rows.map((l) => [l.link_id.slice(-2), hex(l.current_refresh_hash)])).toEqual([
       ['a1', hex(hash('current'))],
-      // A chain that never had a refresh token names none.
+      // A grant that never had a refresh token names none.
       ['a2', null],
     ]);
     const columns = await sql<{ column_name: string }>`
@@ -64,7 +68,7 @@ describe('migration 2026-11-22T02-00-00_current_refresh_token_on_link', () => {
       [hex(hash('old')), true],
       [hex(hash('current')), false],
     ]);
-    // The partial unique index is back: a second current token on the chain is refused.
+    // The partial unique index is back: a second current token on the grant is refused.
     await expect(
       sql`INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at)
           VALUES (${hash('another')}, ${link(1)}, now(), now() + interval '1 day')`.execute(db),
@@ -78,7 +82,7 @@ describe('migration 2026-11-22T03-00-00_access_tokens_name_their_user_and_app', 
   const link = (n: number) => `00000000-0000-4000-8000-0000000000b${n}`;
   const state = unmigratedDatabase();
 
-  it('copies each live chain’s user and app onto its access tokens, drops those of revoked chains, and goes back down', async () => {
+  it('copies each live grant’s user and app onto its access tokens, drops those of revoked grants, and goes back down', async () => {
     const { db, migrator } = state;
     expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
     await sql`INSERT INTO users (user_id, email, password_hash) VALUES (${USER}, 'n@example.test', 'x')`.execute(db);
@@ -90,7 +94,7 @@ describe('migration 2026-11-22T03-00-00_access_tokens_name_their_user_and_app', 
                 VALUES (${hash(`at${n}`)}, ${link(n)}, '{profile}', now(), now() + interval '1 hour')`.execute(db);
     }
 
-    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    expect((await migrator.migrateTo('2026-11-22T03-00-00_access_tokens_name_their_user_and_app')).error).toBeUndefined();
     const tokens = await sql<{ token_hash: Uint8Array; user_id: string; client_id: string }>`
       SELECT token_hash, user_id::text, client_id FROM access_tokens`.execute(db);
     expect(tokens.rows.map((r) => [hex(r.token_hash), r.user_id, r.client_id])).toEqual([[hex(hash('at1')), USER, 'tv_n']]);
@@ -223,7 +227,7 @@ describe('migration 2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link', (
   const state = unmigratedDatabase();
   const user = (n: number) => `00000000-0000-4000-8000-00000000001${n}`;
   const link = (n: number) => `00000000-0000-4000-8000-0000000000d${n}`;
-  /** A chain of `clientId` for user n: its link, a refresh token, an access token and an event. */
+  /** A grant of `clientId` for user n: its device_links row, a refresh token, an access token and an event. */
   const insertChain = async (db: Kysely<any>, n: number, clientId: string, userN = n) => {
     await sql`INSERT INTO device_links (link_id, user_id, client_id, scopes, auth_time, created_at, last_used_at, expires_at)
               VALUES (${link(n)}, ${user(userN)}, ${clientId}, '{profile}', now(), now(), now(), now() + interval '1 day')`.execute(db);
@@ -237,7 +241,7 @@ describe('migration 2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link', (
     await sql`INSERT INTO link_events (link_id, user_id, client_id, event, created_at)
               VALUES (${link(n)}, ${user(userN)}, ${clientId}, 'issued', now())`.execute(db);
   };
-  /** For each table, the chains (by number) that have rows in it. */
+  /** For each table, the grants (by number) that have rows in it. */
   const rowsByChain = async (db: Kysely<any>) => {
     const of = async (table: string) =>
       (await sql<{ link_id: string }>`SELECT DISTINCT link_id::text FROM ${sql.table(table)} ORDER BY 1`.execute(db)).rows.map((r) =>
@@ -250,7 +254,7 @@ describe('migration 2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link', (
       SELECT count(*)::int AS n FROM pg_constraint WHERE confrelid = 'device_links'::regclass
         AND conrelid IN ('refresh_tokens'::regclass, 'access_tokens'::regclass, 'link_events'::regclass)`.execute(db)).rows[0]!.n;
 
-  it('drops the keys that looked a written link up again, still deletes a chain’s rows with its link, and goes back down', async () => {
+  it('drops the keys that looked a written grant up again, still deletes a grant’s rows with it, and goes back down', async () => {
     const { db, migrator } = state;
     expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
     for (const n of [1, 2, 3, 4, 5]) {
@@ -260,19 +264,19 @@ describe('migration 2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link', (
                 ('tv_d', 'D', 'tv', 'public', '{profile}'), ('tv_gone', 'Gone', 'tv', 'public', '{profile}')`.execute(db);
     expect(await keysToLinks(db)).toBe(3);
 
-    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    expect((await migrator.migrateTo('2026-11-23T13-00-00_chain_rows_do_not_recheck_their_link')).error).toBeUndefined();
     expect(await keysToLinks(db)).toBe(0);
     for (const n of [1, 2, 3]) await insertChain(db, n, 'tv_d');
     await insertChain(db, 4, 'tv_gone');
-    // The purge deletes ended links; their rows go with them, in one statement for several.
+    // The purge deletes ended grants; their rows go with them, in one statement for several.
     await sql`DELETE FROM device_links WHERE link_id IN (${link(1)}, ${link(2)})`.execute(db);
     expect(await rowsByChain(db)).toEqual({ refresh: [3, 4], access: [3, 4], events: [3, 4] });
-    // So they do when a deleted user or app takes its links with it (the keys that remain cascade).
+    // So they do when a deleted user or app takes its grants with it (the keys that remain cascade).
     await sql`DELETE FROM users WHERE user_id = ${user(3)}`.execute(db);
     await sql`DELETE FROM clients WHERE client_id = 'tv_gone'`.execute(db);
     expect(await rowsByChain(db)).toEqual({ refresh: [], access: [], events: [] });
 
-    // Rows whose link is gone (none can be left by the server; written here by hand): the way down drops them.
+    // Rows whose grant is gone (none can be left by the server; written here by hand): the way down drops them.
     await insertChain(db, 5, 'tv_d');
     await insertChainRows(db, 1, 'tv_d', 5);
     expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
@@ -347,7 +351,7 @@ describe('migration 2026-11-24T02-00-00_client_changes_are_announced', () => {
 describe('migration 2026-11-24T06-00-00_what_an_app_may_do_is_registered', () => {
   const state = unmigratedDatabase();
 
-  it('registers for each existing app exactly the grants its kind had, refuses unknown grants, and goes back down', async () => {
+  it('registers for each existing app exactly the grant types its kind had, refuses unknown grant types, and goes back down', async () => {
     const { db, migrator } = state;
     expect((await migrator.migrateTo('2026-11-24T05-00-00_decisions_record_where_both_sides_were')).error).toBeUndefined();
     await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes, secret_hash) VALUES
@@ -364,7 +368,7 @@ describe('migration 2026-11-24T06-00-00_what_an_app_may_do_is_registered', () =>
       { client_id: 'tv_g', grant_types: [device, 'refresh_token'], redirect_uris: [] },
       { client_id: 'web_g', grant_types: [device], redirect_uris: [] },
     ]);
-    // A row that does not say gets nothing; a grant nobody knows is refused.
+    // A row that does not say gets nothing; a grant type nobody knows is refused.
     await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes) VALUES ('tv_new', 'New', 'tv', 'public', '{profile}')`.execute(db);
     const added = await sql<{ grant_types: string[] }>`SELECT grant_types FROM clients WHERE client_id = 'tv_new'`.execute(db);
     expect(added.rows[0]!.grant_types).toEqual([]);
@@ -374,5 +378,98 @@ describe('migration 2026-11-24T06-00-00_what_an_app_may_do_is_registered', () =>
     const columns = await sql<{ column_name: string }>`
       SELECT column_name FROM information_schema.columns WHERE table_name = 'clients' AND column_name IN ('grant_types', 'redirect_uris')`.execute(db);
     expect(columns.rows).toEqual([]);
+  });
+});
+
+describe('migration 2026-11-24T07-00-00_a_chain_is_a_grant', () => {
+  const BEFORE = '2026-11-24T06-00-00_what_an_app_may_do_is_registered';
+  const USER = '00000000-0000-4000-8000-000000000021';
+  const grant = (n: number) => `00000000-0000-4000-8000-0000000000e${n}`;
+  const accessToken = (n: number) => `da_at_issued-before-the-rename-${n}`;
+  const refreshToken = (n: number) => `da_rt_issued-before-the-rename-${n}`;
+  const state = unmigratedDatabase();
+  /** A device link as the server wrote it before the rename: a current refresh token, an access token, its event and request. */
+  const insertDeviceLink = async (db: Kysely<any>, n: number) => {
+    await sql`INSERT INTO device_links (link_id, user_id, client_id, scopes, platform_name, auth_time, created_at, last_used_at, expires_at, current_refresh_hash)
+              VALUES (${grant(n)}, ${USER}, 'tv_r', '{openid,profile,offline_access}', 'Living Room TV', now(), now(), now(), now() + interval '30 days',
+                      ${hashOpaque(refreshToken(n))})`.execute(db);
+    await sql`INSERT INTO refresh_tokens (token_hash, link_id, created_at, expires_at)
+              VALUES (${hashOpaque(refreshToken(n))}, ${grant(n)}, now(), now() + interval '30 days')`.execute(db);
+    await sql`INSERT INTO access_tokens (token_hash, link_id, user_id, client_id, scopes, created_at, expires_at)
+              VALUES (${hashOpaque(accessToken(n))}, ${grant(n)}, ${USER}, 'tv_r', '{openid,profile,offline_access}', now(), now() + interval '1 hour')`.execute(db);
+    await sql`INSERT INTO link_events (link_id, user_id, client_id, event, client_ip, created_at)
+              VALUES (${grant(n)}, ${USER}, 'tv_r', 'issued', '203.0.113.9', now())`.execute(db);
+    await sql`INSERT INTO device_requests (device_code_hash, user_code_hmac, client_id, scopes, phrase, phrase_choices, status,
+                                           interval_seconds, created_at, expires_at, user_id, auth_time, decided_at, link_id)
+              VALUES (${hash(`request${n}`)}, ${hash(`code${n}`)}, 'tv_r', '{openid,profile,offline_access}', 'AmberFalcon',
+                      '{AmberFalcon,QuietHarbor,BraveOtter}', 'redeemed', 5, now(), now() + interval '10 minutes', ${USER}, now(), now(), ${grant(n)})`.execute(db);
+  };
+  const rowsOf = async (db: Kysely<any>, n: number) => {
+    const count = async (table: string) =>
+      (await sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.table(table)} WHERE grant_id = ${grant(n)}`.execute(db)).rows[0]!.n;
+    return { refresh: await count('refresh_tokens'), access: await count('access_tokens'), events: await count('grant_events') };
+  };
+  const tables = async (db: Kysely<any>) =>
+    (await sql<{ table_name: string }>`
+      SELECT table_name FROM information_schema.columns
+      WHERE column_name IN ('link_id', 'grant_id') AND table_schema = 'public' ORDER BY table_name, column_name`.execute(db)).rows.map((r) => r.table_name);
+  const columnsNamed = async (db: Kysely<any>, column: string) =>
+    (await sql<{ n: number }>`SELECT count(*)::int AS n FROM information_schema.columns WHERE column_name = ${column} AND table_schema = 'public'`.execute(db)).rows[0]!.n;
+  const trigger = async (db: Kysely<any>) =>
+    (await sql<{ table: string; tgname: string; proname: string }>`
+      SELECT t.tgrelid::regclass::text AS table, t.tgname, p.proname FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+      WHERE t.tgname LIKE '%delete_their_rows'`.execute(db)).rows;
+
+  it('renames device links to grants; tokens issued before still introspect, answer userinfo and rotate; a deleted grant takes its rows; and goes back down', async () => {
+    const { db, migrator } = state;
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    await sql`INSERT INTO users (user_id, email, password_hash, name) VALUES (${USER}, 'r@example.test', 'x', 'Rename Reader')`.execute(db);
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes, grant_types) VALUES
+                ('tv_r', 'R', 'tv', 'public', '{openid,profile,email,offline_access}',
+                 '{urn:ietf:params:oauth:grant-type:device_code,refresh_token}')`.execute(db);
+    for (const n of [1, 2]) await insertDeviceLink(db, n);
+
+    expect((await migrator.migrateTo('2026-11-24T07-00-00_a_chain_is_a_grant')).error).toBeUndefined();
+    expect(await tables(db)).toEqual(['access_tokens', 'device_requests', 'grant_events', 'grants', 'refresh_tokens']);
+    expect(await columnsNamed(db, 'link_id')).toBe(0);
+    expect(await trigger(db)).toEqual([{ table: 'grants', tgname: 'grants_delete_their_rows', proname: 'delete_rows_of_deleted_grants' }]);
+    const request = await sql<{ grant_id: string }>`SELECT grant_id::text FROM device_requests WHERE device_code_hash = ${hash('request1')}`.execute(db);
+    expect(request.rows).toEqual([{ grant_id: grant(1) }]);
+
+    // The server as it is now, on the renamed tables: the tokens issued before the rename work.
+    const t = await startTestApp({ database: state.database });
+    try {
+      const rs = await seedClient(t, { kind: 'web', type: 'confidential', name: 'Photo API', introspection: true });
+      expect(await introspection(t, rs, accessToken(1))).toMatchObject({ active: true, sub: USER, client_id: 'tv_r' });
+      const info = await userinfo(t, accessToken(1));
+      expect(info.statusCode, info.body).toBe(200);
+      expect(info.json()).toMatchObject({ sub: USER, name: 'Rename Reader' });
+      const tv = { clientId: 'tv_r', clientSecret: null };
+      const rotated = await refreshed(t, tv, refreshToken(1));
+      expect(await introspection(t, rs, rotated.access_token)).toMatchObject({ active: true, sub: USER });
+      expect((await eventsOf(t, grant(1))).map((e) => e.event)).toEqual(['issued', 'rotated']);
+      // The refresh token replaced by that rotation is still known as the grant's: presented again, it revokes the grant.
+      expect((await refresh(t, tv, refreshToken(1))).json().error).toBe('invalid_grant');
+      expect(await introspection(t, rs, rotated.access_token)).toEqual({ active: false });
+      // The other grant is untouched.
+      expect(await introspection(t, rs, accessToken(2))).toMatchObject({ active: true, sub: USER });
+    } finally {
+      await t.close();
+    }
+
+    // The trigger made anew still deletes a grant's rows with it.
+    expect(await rowsOf(db, 2)).toEqual({ refresh: 1, access: 1, events: 1 });
+    await sql`DELETE FROM grants WHERE grant_id = ${grant(2)}`.execute(db);
+    expect(await rowsOf(db, 2)).toEqual({ refresh: 0, access: 0, events: 0 });
+
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    expect(await tables(db)).toEqual(['access_tokens', 'device_links', 'device_requests', 'link_events', 'refresh_tokens']);
+    expect(await columnsNamed(db, 'grant_id')).toBe(0);
+    expect(await trigger(db)).toEqual([{ table: 'device_links', tgname: 'device_links_delete_their_rows', proname: 'delete_rows_of_deleted_links' }]);
+    // The old names work again, the trigger included.
+    await sql`DELETE FROM device_links WHERE link_id = ${grant(1)}`.execute(db);
+    const left = await sql<{ n: number }>`
+      SELECT (SELECT count(*) FROM refresh_tokens) + (SELECT count(*) FROM access_tokens) + (SELECT count(*) FROM link_events) AS n`.execute(db);
+    expect(Number(left.rows[0]!.n)).toBe(0);
   });
 });

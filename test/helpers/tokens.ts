@@ -61,13 +61,13 @@ export async function signIn(
   return res.json();
 }
 
-/** A chain that has rotated once: first -> second. */
-export interface Chain {
+/** A grant that has rotated once: first -> second. */
+export interface RotatedGrant {
   first: TokenSet;
   second: TokenSet;
 }
 
-export async function rotatedChain(t: TestApp, client: TestClient, userId: string, scope = ALL_SCOPES): Promise<Chain> {
+export async function rotatedGrant(t: TestApp, client: TestClient, userId: string, scope = ALL_SCOPES): Promise<RotatedGrant> {
   const first = await signIn(t, client, userId, scope);
   const second = await refreshed(t, client, first.refresh_token!);
   return { first, second };
@@ -94,17 +94,17 @@ export async function introspection(t: TestApp, resourceServer: TestClient, toke
 export const userinfo = (t: TestApp, accessToken: string) =>
   t.app.inject({ method: 'GET', url: '/oauth/userinfo', headers: { authorization: `Bearer ${accessToken}` } });
 
-/** The chain (device link) a refresh or access token belongs to, as stored. */
-export async function linkOf(t: TestApp, token: string) {
+/** The grant a refresh or access token belongs to, as stored. */
+export async function grantOf(t: TestApp, token: string) {
   const hash = hashOpaque(token);
   const owner =
-    (await t.deps.db.selectFrom('refresh_tokens').select('link_id').where('token_hash', '=', hash).executeTakeFirst()) ??
-    (await t.deps.db.selectFrom('access_tokens').select('link_id').where('token_hash', '=', hash).executeTakeFirstOrThrow());
-  return t.deps.db.selectFrom('device_links').selectAll().where('link_id', '=', owner.link_id).executeTakeFirstOrThrow();
+    (await t.deps.db.selectFrom('refresh_tokens').select('grant_id').where('token_hash', '=', hash).executeTakeFirst()) ??
+    (await t.deps.db.selectFrom('access_tokens').select('grant_id').where('token_hash', '=', hash).executeTakeFirstOrThrow());
+  return t.deps.db.selectFrom('grants').selectAll().where('grant_id', '=', owner.grant_id).executeTakeFirstOrThrow();
 }
 
-export async function eventsOf(t: TestApp, linkId: string) {
-  return t.deps.db.selectFrom('link_events').select(['event', 'reason', 'client_ip']).where('link_id', '=', linkId).orderBy('event_id').execute();
+export async function eventsOf(t: TestApp, grantId: string) {
+  return t.deps.db.selectFrom('grant_events').select(['event', 'reason', 'client_ip']).where('grant_id', '=', grantId).orderBy('event_id').execute();
 }
 
 /** Every given token is refused everywhere: inactive, no userinfo, no refresh. */

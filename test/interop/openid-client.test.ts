@@ -6,7 +6,7 @@ import { inputValue, phraseChoices, signedInBrowser, type Browser } from '../hel
 import { freePort } from '../helpers/server-process.js';
 
 /**
- * Issue 4 §1: the whole life of a sign-in driven by openid-client (panva), configured from the
+ * Issue 4 §1: the whole life of a grant driven by openid-client (panva), configured from the
  * discovery document and nothing else. The only concession is plain http on loopback
  * (allowInsecureRequests); enableNonRepudiationChecks makes the client stricter, not looser:
  * it verifies every ID token's signature against the jwks_uri of the discovery document.
@@ -189,7 +189,7 @@ describe.concurrent.each<App>([
     expect(error).toMatchObject({ error: 'access_denied', status: 400 });
   });
 
-  it('refreshTokenGrant rotates the refresh token; the old one is then invalid_grant and the chain is revoked', async () => {
+  it('refreshTokenGrant rotates the refresh token; the old one is then invalid_grant and the grant is revoked', async () => {
     const first = await signIn();
     expectIdToken(first);
 
@@ -205,7 +205,7 @@ describe.concurrent.each<App>([
     await expect(replay).rejects.toBeInstanceOf(client.ResponseBodyError);
     await expect(replay).rejects.toMatchObject({ error: 'invalid_grant', status: 400 });
 
-    // The replay revoked the whole chain, the successor's tokens included.
+    // The replay revoked the whole grant, the successor's tokens included.
     await expect(client.refreshTokenGrant(config, second.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
     expect(await client.tokenIntrospection(resourceServer, second.access_token)).toEqual({ active: false });
   });

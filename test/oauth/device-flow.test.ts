@@ -216,13 +216,13 @@ describe('POST /oauth/token with the device grant (RFC 8628 §3.4, §3.5)', () =
     const winners = results.filter((r) => r.statusCode === 200);
     expect(winners).toHaveLength(1);
     for (const loser of results.filter((r) => r.statusCode !== 200)) expect(loser.json().error).toBe('invalid_grant');
-    const links = await t.deps.db
+    const grants = await t.deps.db
       .selectFrom('device_requests')
-      .select('link_id')
-      .where('link_id', 'is not', null)
+      .select('grant_id')
+      .where('grant_id', 'is not', null)
       .execute();
-    const tokensOnLink = await t.deps.db.selectFrom('refresh_tokens').select('link_id').execute();
-    expect(new Set(tokensOnLink.map((r) => r.link_id)).size).toBe(links.length);
+    const tokensOnGrants = await t.deps.db.selectFrom('refresh_tokens').select('grant_id').execute();
+    expect(new Set(tokensOnGrants.map((r) => r.grant_id)).size).toBe(grants.length);
   });
 
   it.each([

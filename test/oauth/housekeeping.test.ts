@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { purgeExpired, type PurgeOptions } from '../../src/oauth/housekeeping.js';
 import { signedInBrowser } from '../helpers/browser.js';
-import { revokeChains } from '../../src/oauth/chains.js';
-import { deleteEndedLinks } from '../../src/repositories/purge.js';
+import { revokeGrants } from '../../src/oauth/grant-revocation.js';
+import { deleteEndedGrants } from '../../src/repositories/purge.js';
 import { deleteStaleRateLimitCounters } from '../../src/repositories/rate-limits.js';
 import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { holdLocks } from '../helpers/lock-holder.js';
 import { decide, poll, startDeviceFlow } from '../helpers/device.js';
-import { linkOf, refresh, refreshed, rotatedChain } from '../helpers/tokens.js';
+import { grantOf, refresh, refreshed, rotatedGrant } from '../helpers/tokens.js';
 
 let t: TestApp;
 let clientId: string;
@@ -16,12 +16,12 @@ let user: { userId: string; email: string; password: string };
 const options: PurgeOptions = {
   batchSize: 2,
   maxBatches: 100,
-  linkRetentionSeconds: 86400,
+  grantRetentionSeconds: 86400,
   deviceRequestRetentionSeconds: 3600,
   unusedIconRetentionSeconds: 3600,
 };
 
-const count = async (table: 'device_requests' | 'browser_sessions' | 'access_tokens' | 'device_links' | 'refresh_tokens' | 'link_events') =>
+const count = async (table: 'device_requests' | 'browser_sessions' | 'access_tokens' | 'grants' | 'refresh_tokens' | 'grant_events') =>
   Number((await t.deps.db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
 
 async function signedInDevice() {
@@ -69,34 +69,34 @@ describe('purge of expired state', () => {
     expect(purged.accessTokens).toBeGreaterThanOrEqual(1);
     expect(await count('browser_sessions')).toBe(0);
     expect(await count('access_tokens')).toBe(0);
-    // The chain itself lives on: its refresh token is untouched.
+    // The grant itself lives on: its refresh token is untouched.
     expect(tokens.refresh_token).toBeDefined();
     expect(await count('refresh_tokens')).toBeGreaterThanOrEqual(1);
   });
 
-  it('keeps the replaced refresh tokens of a live chain, so a replay after a purge is still caught', async () => {
+  it('keeps the replaced refresh tokens of a live grant, so a replay after a purge is still caught', async () => {
     const client = { clientId, clientSecret: null };
-    const chain = await rotatedChain(t, client, user.userId);
-    // Past the first token's own expiry, but the chain lives on through its rotation.
+    const grant = await rotatedGrant(t, client, user.userId);
+    // Past the first token's own expiry, but the grant lives on through its rotation.
     t.clock.advance(3600 * 24);
-    const next = await refreshed(t, client, chain.second.refresh_token!);
+    const next = await refreshed(t, client, grant.second.refresh_token!);
     t.clock.advance(t.config.refreshTokenTtl - 3600);
     await purgeExpired(t.deps.db, t.clock.now(), options);
-    const replay = await refresh(t, client, chain.first.refresh_token!);
+    const replay = await refresh(t, client, grant.first.refresh_token!);
     expect(replay.json().error).toBe('invalid_grant');
-    expect((await linkOf(t, next.refresh_token!)).revoked_reason).toBe('reuse_detected');
+    expect((await grantOf(t, next.refresh_token!)).revoked_reason).toBe('reuse_detected');
   });
 
-  it('keeps a revoked chain for LINK_RETENTION, then deletes it with its tokens and events', async () => {
+  it('keeps a revoked grant for LINK_RETENTION, then deletes it with its tokens and events', async () => {
     await signedInDevice();
-    const links = await count('device_links');
-    await t.deps.db.transaction().execute((trx) => revokeChains(trx, { userId: user.userId }, 'signed_out_by_user', { now: t.clock.now(), ip: null }));
-    expect((await purgeExpired(t.deps.db, t.clock.now(), options)).links).toBe(0);
+    const grants = await count('grants');
+    await t.deps.db.transaction().execute((trx) => revokeGrants(trx, { userId: user.userId }, 'signed_out_by_user', { now: t.clock.now(), ip: null }));
+    expect((await purgeExpired(t.deps.db, t.clock.now(), options)).grants).toBe(0);
     t.clock.advance(86400 + 1);
-    expect((await purgeExpired(t.deps.db, t.clock.now(), options)).links).toBe(links);
-    expect(await count('device_links')).toBe(0);
+    expect((await purgeExpired(t.deps.db, t.clock.now(), options)).grants).toBe(grants);
+    expect(await count('grants')).toBe(0);
     expect(await count('refresh_tokens')).toBe(0);
-    expect(await count('link_events')).toBe(0);
+    expect(await count('grant_events')).toBe(0);
   });
 });
 
@@ -120,31 +120,31 @@ describe('a purge racing a write', () => {
   });
 
   /**
-   * A chain's rows have no foreign key to its link (migration 2026-11-23T13-00-00); a trigger
-   * deletes them with it. A writer (here as a revocation writes: the link, then its event) holds
-   * the link's lock; the purge's DELETE waits for it, and the trigger's statements, each with a
+   * A grant's rows have no foreign key to it (migration 2026-11-23T13-00-00); a trigger
+   * deletes them with it. A writer (here as a revocation writes: the grant, then its event) holds
+   * the grant's lock; the purge's DELETE waits for it, and the trigger's statements, each with a
    * snapshot of its own, then see the rows the writer committed.
    */
-  it.skipIf(!process.env.TEST_DATABASE_URL)('rows written to an ended chain while the purge waits on its link are deleted with it', async () => {
+  it.skipIf(!process.env.TEST_DATABASE_URL)('rows written to an ended grant while the purge waits on its lock are deleted with it', async () => {
     const tokens = await signedInDevice();
-    const link = await linkOf(t, tokens.access_token);
+    const grant = await grantOf(t, tokens.access_token);
     t.clock.advance(t.config.refreshTokenTtl + 1);
     const holder = await holdLocks(t.database.url!);
-    await holder.query('UPDATE device_links SET last_used_at = last_used_at WHERE link_id = $1', [link.link_id]);
+    await holder.query('UPDATE grants SET last_used_at = last_used_at WHERE grant_id = $1', [grant.grant_id]);
     await holder.query(
-      `INSERT INTO link_events (link_id, user_id, client_id, event, reason, created_at) VALUES ($1, $2, $3, 'revoked', 'signed_out_by_user', now())`,
-      [link.link_id, link.user_id, link.client_id],
+      `INSERT INTO grant_events (grant_id, user_id, client_id, event, reason, created_at) VALUES ($1, $2, $3, 'revoked', 'signed_out_by_user', now())`,
+      [grant.grant_id, grant.user_id, grant.client_id],
     );
     await holder.query(
-      `INSERT INTO access_tokens (token_hash, link_id, user_id, client_id, scopes, created_at, expires_at)
+      `INSERT INTO access_tokens (token_hash, grant_id, user_id, client_id, scopes, created_at, expires_at)
        VALUES (sha256('purge-race'), $1, $2, $3, '{profile}', now(), now() + interval '1 hour')`,
-      [link.link_id, link.user_id, link.client_id],
+      [grant.grant_id, grant.user_id, grant.client_id],
     );
-    const purging = deleteEndedLinks(t.deps.db, t.clock.now(), 10);
+    const purging = deleteEndedGrants(t.deps.db, t.clock.now(), 10);
     await holder.commitWhenWaiting(1);
     expect(await purging).toBeGreaterThanOrEqual(1);
-    for (const table of ['device_links', 'refresh_tokens', 'access_tokens', 'link_events'] as const) {
-      const left = await t.deps.db.selectFrom(table).select('link_id').where('link_id', '=', link.link_id).execute();
+    for (const table of ['grants', 'refresh_tokens', 'access_tokens', 'grant_events'] as const) {
+      const left = await t.deps.db.selectFrom(table).select('grant_id').where('grant_id', '=', grant.grant_id).execute();
       expect(left, table).toEqual([]);
     }
   });

@@ -220,7 +220,7 @@ describe('a banned user', () => {
   it('refresh is invalid_grant and introspection inactive; unbanning revives no old token', async () => {
     const owner = await seedUser(t);
     const tokens = await signIn(t, tv, owner.userId, ALL);
-    expect(await banUser(t.deps.db, owner.email, t.clock.now())).toMatchObject({ revoked_chains: 1 });
+    expect(await banUser(t.deps.db, owner.email, t.clock.now())).toMatchObject({ revoked_grants: 1 });
     const dead = { access: [tokens.access_token], refresh: [tokens.refresh_token!] };
     await expectAllRefused(t, rs, tv, dead);
 
@@ -239,8 +239,8 @@ describe('a banned user', () => {
     const res = await poll(t, tv.clientId, flow.device_code);
     expect(res.statusCode).toBe(400);
     expect(res.json().error).toBe('access_denied');
-    const links = await t.deps.db.selectFrom('device_links').select('link_id').where('user_id', '=', owner.userId).execute();
-    expect(links).toEqual([]);
+    const grants = await t.deps.db.selectFrom('grants').select('grant_id').where('user_id', '=', owner.userId).execute();
+    expect(grants).toEqual([]);
   });
 
   /**
@@ -270,9 +270,9 @@ describe('a banned user', () => {
       expect(await accessTokensOf(owner.userId)).toEqual([]);
     });
 
-    it('a ban that comes while the redemption is under way waits for it, then revokes the new chain', async () => {
+    it('a ban that comes while the redemption is under way waits for it, then revokes the new grant', async () => {
       const { owner, flow } = await approvedFlow();
-      // Holds the redemption after it has read its user: inserting the chain's link checks the app's row.
+      // Holds the redemption after it has read its user: inserting the grant checks the app's row.
       const holder = await holdLocks(t.database.url!);
       await holder.query('SELECT 1 FROM clients WHERE client_id = $1 FOR UPDATE', [tv.clientId]);
       const polling = poll(t, tv.clientId, flow.device_code);
@@ -281,7 +281,7 @@ describe('a banned user', () => {
       await holder.commitWhenWaiting(2);
       const res = await polling;
       expect(res.statusCode, res.body).toBe(200);
-      expect(await banning).toMatchObject({ revoked_chains: 1 });
+      expect(await banning).toMatchObject({ revoked_grants: 1 });
       const tokens = res.json();
       await expectAllRefused(t, rs, tv, { access: [tokens.access_token], refresh: [tokens.refresh_token] });
       expect(await accessTokensOf(owner.userId)).toEqual([]);

@@ -396,26 +396,26 @@ describe('fetches running at once are bounded', () => {
 describe('housekeeping purges icons nothing shows any more', () => {
   const s = appFetchingIcons();
 
-  it('an icon is kept while a request or a device link names it, and purged an hour after its last use once none does', async () => {
+  it('an icon is kept while a request or a grant names it, and purged an hour after its last use once none does', async () => {
     server.route('/tv.png', pngHandler);
     const started = await requestWithIcon(s.t, s.tv.clientId, server.url('/tv.png'));
     await decide(s.t, started.user_code, s.user.userId, 'approve');
     s.t.clock.advance(5);
     expect((await poll(s.t, s.tv.clientId, started.device_code)).statusCode).toBe(200);
-    const link = await s.t.deps.db.selectFrom('device_links').select(['link_id', 'platform_icon_sha256']).executeTakeFirstOrThrow();
-    expect(Buffer.from(link.platform_icon_sha256!).toString('hex')).toBe(sha256Hex(ICON_PNG));
+    const grant = await s.t.deps.db.selectFrom('grants').select(['grant_id', 'platform_icon_sha256']).executeTakeFirstOrThrow();
+    expect(Buffer.from(grant.platform_icon_sha256!).toString('hex')).toBe(sha256Hex(ICON_PNG));
 
-    // The request is purged; its device link still names the icon.
+    // The request is purged; its grant still names the icon.
     s.t.clock.advance(600 + 3600 + 1);
     const first = await purgeExpired(s.t.deps.db, s.t.clock.now(), s.t.config.purge);
     expect(first).toMatchObject({ deviceRequests: 1, platformIcons: 0 });
     expect((await s.t.app.inject({ method: 'GET', url: ICON_PATH })).statusCode).toBe(200);
 
-    // Signed out, and kept for the link retention: then link and icon go.
-    expect(await signOutDevice(s.t.deps, s.user.userId, link.link_id, null)).toBe('signed_out');
-    s.t.clock.advance(s.t.config.purge.linkRetentionSeconds + 1);
+    // Signed out, and kept for the grant retention: then grant and icon go.
+    expect(await signOutDevice(s.t.deps, s.user.userId, grant.grant_id, null)).toBe('signed_out');
+    s.t.clock.advance(s.t.config.purge.grantRetentionSeconds + 1);
     const second = await purgeExpired(s.t.deps.db, s.t.clock.now(), s.t.config.purge);
-    expect(second).toMatchObject({ links: 1, platformIcons: 1 });
+    expect(second).toMatchObject({ grants: 1, platformIcons: 1 });
     expect((await s.t.app.inject({ method: 'GET', url: ICON_PATH })).statusCode).toBe(404);
   });
 

@@ -9,14 +9,14 @@ import {
   eventsOf,
   expectAllRefused,
   introspection,
-  linkOf,
+  grantOf,
   refresh,
   refreshed,
   revoke,
-  rotatedChain,
+  rotatedGrant,
   signIn,
   startWithClients,
-  type Chain,
+  type RotatedGrant,
   type TestClient,
   type TokenSet,
 } from '../helpers/tokens.js';
@@ -34,11 +34,11 @@ afterAll(() => t.close());
 
 const hex = (bytes: Uint8Array | null | undefined) => (bytes ? Buffer.from(bytes).toString('hex') : null);
 
-/** The refresh token the chain's link names as current (hex of its hash), and how many the chain was ever given. */
-async function chainTokensOf(linkId: string): Promise<{ current: string | null; issued: number }> {
-  const link = await t.deps.db.selectFrom('device_links').select('current_refresh_hash').where('link_id', '=', linkId).executeTakeFirstOrThrow();
-  const issued = await t.deps.db.selectFrom('refresh_tokens').select('token_hash').where('link_id', '=', linkId).execute();
-  return { current: hex(link.current_refresh_hash), issued: issued.length };
+/** The refresh token the grant names as current (hex of its hash), and how many the grant was ever given. */
+async function refreshTokensOf(grantId: string): Promise<{ current: string | null; issued: number }> {
+  const grant = await t.deps.db.selectFrom('grants').select('current_refresh_hash').where('grant_id', '=', grantId).executeTakeFirstOrThrow();
+  const issued = await t.deps.db.selectFrom('refresh_tokens').select('token_hash').where('grant_id', '=', grantId).execute();
+  return { current: hex(grant.current_refresh_hash), issued: issued.length };
 }
 
 describe('POST /oauth/token with grant_type=refresh_token (RFC 6749 §6)', () => {
@@ -56,12 +56,12 @@ describe('POST /oauth/token with grant_type=refresh_token (RFC 6749 §6)', () =>
     expect(second.refresh_token).not.toBe(first.refresh_token);
     expect(typeof second.id_token).toBe('string');
 
-    const link = await linkOf(t, second.refresh_token!);
-    expect(link.last_used_at).toEqual(t.clock.now());
-    // The link lives as long as its newest refresh token.
-    expect(link.expires_at).toEqual(new Date(t.clock.now().getTime() + 5_184_000_000));
-    expect(await chainTokensOf(link.link_id)).toEqual({ current: hex(hashOpaque(second.refresh_token!)), issued: 2 });
-    expect(await eventsOf(t, link.link_id)).toEqual([
+    const grant = await grantOf(t, second.refresh_token!);
+    expect(grant.last_used_at).toEqual(t.clock.now());
+    // The grant lives as long as its newest refresh token.
+    expect(grant.expires_at).toEqual(new Date(t.clock.now().getTime() + 5_184_000_000));
+    expect(await refreshTokensOf(grant.grant_id)).toEqual({ current: hex(hashOpaque(second.refresh_token!)), issued: 2 });
+    expect(await eventsOf(t, grant.grant_id)).toEqual([
       { event: 'issued', reason: 'device_code', client_ip: '127.0.0.1' },
       { event: 'rotated', reason: null, client_ip: '127.0.0.1' },
     ]);
@@ -75,10 +75,10 @@ describe('POST /oauth/token with grant_type=refresh_token (RFC 6749 §6)', () =>
       tokens = await refreshed(t, bot, tokens.refresh_token!);
     }
     expect(tokens.scope).toBe('profile offline_access');
-    expect(await chainTokensOf((await linkOf(t, tokens.refresh_token!)).link_id)).toEqual({ current: hex(hashOpaque(tokens.refresh_token!)), issued: 4 });
+    expect(await refreshTokensOf((await grantOf(t, tokens.refresh_token!)).grant_id)).toEqual({ current: hex(hashOpaque(tokens.refresh_token!)), issued: 4 });
   });
 
-  it('a refresh slides the expiry: a chain used every 59 days outlives REFRESH_TOKEN_TTL', async () => {
+  it('a refresh slides the expiry: a grant used every 59 days outlives REFRESH_TOKEN_TTL', async () => {
     let tokens = await signIn(t, tv, user.userId);
     for (let i = 0; i < 2; i++) {
       t.clock.advance(59 * 86_400);
@@ -106,7 +106,7 @@ describe('POST /oauth/token with grant_type=refresh_token (RFC 6749 §6)', () =>
     const res = await refresh(t, tv, token ?? tokens.access_token);
     expect(res.statusCode).toBe(400);
     expect(res.json().error).toBe('invalid_grant');
-    // The chain is not touched by a token that is not of it.
+    // The grant is not touched by a token that is not of it.
     expect(await refresh(t, tv, tokens.refresh_token!)).toHaveProperty('statusCode', 200);
   });
 
@@ -116,7 +116,7 @@ describe('POST /oauth/token with grant_type=refresh_token (RFC 6749 §6)', () =>
     const stolen = await refresh(t, other, tokens.refresh_token!);
     expect(stolen.statusCode).toBe(400);
     expect(stolen.json().error).toBe('invalid_grant');
-    expect((await linkOf(t, tokens.refresh_token!)).revoked_at).toBeNull();
+    expect((await grantOf(t, tokens.refresh_token!)).revoked_at).toBeNull();
     await refreshed(t, tv, tokens.refresh_token!);
   });
 
@@ -127,44 +127,44 @@ describe('POST /oauth/token with grant_type=refresh_token (RFC 6749 §6)', () =>
   });
 });
 
-describe('the end of a chain: every refresh and access token of it stops at once', () => {
+describe('the end of a grant: every refresh and access token of it stops at once', () => {
   const ok = (res: { statusCode: number }) => expect(res.statusCode).toBe(200);
 
-  /** Each ends a chain that has rotated once (first -> second). */
+  /** Each ends a grant that has rotated once (first -> second). */
   it.each([
     {
-      how: 'the replaced refresh token is presented again: invalid_grant, chain revoked (RFC 9700 §4.14.2)',
-      end: async ({ first }: Chain) => expect((await refresh(t, tv, first.refresh_token!)).json().error).toBe('invalid_grant'),
+      how: 'the replaced refresh token is presented again: invalid_grant, grant revoked (RFC 9700 §4.14.2)',
+      end: async ({ first }: RotatedGrant) => expect((await refresh(t, tv, first.refresh_token!)).json().error).toBe('invalid_grant'),
       reason: 'reuse_detected',
       ip: '127.0.0.1',
     },
     {
       how: 'the app revokes the current refresh token (RFC 7009 §2.1)',
-      end: async ({ second }: Chain) => ok(await revoke(t, tv, second.refresh_token!)),
+      end: async ({ second }: RotatedGrant) => ok(await revoke(t, tv, second.refresh_token!)),
       reason: 'revoked_by_app',
       ip: '127.0.0.1',
     },
     {
       how: 'the app revokes the replaced refresh token (RFC 7009 §2.1)',
-      end: async ({ first }: Chain) => ok(await revoke(t, tv, first.refresh_token!)),
+      end: async ({ first }: RotatedGrant) => ok(await revoke(t, tv, first.refresh_token!)),
       reason: 'revoked_by_app',
       ip: '127.0.0.1',
     },
     {
       how: 'the app revokes an access token (RFC 7009 §2.1)',
-      end: async ({ first }: Chain) => ok(await revoke(t, tv, first.access_token)),
+      end: async ({ first }: RotatedGrant) => ok(await revoke(t, tv, first.access_token)),
       reason: 'revoked_by_app',
       ip: '127.0.0.1',
     },
     {
       how: 'the user is banned',
-      end: async ({ owner }: Chain & { owner: { email: string } }) => expect(await banUser(t.deps.db, owner.email, t.clock.now())).not.toBeNull(),
+      end: async ({ owner }: RotatedGrant & { owner: { email: string } }) => expect(await banUser(t.deps.db, owner.email, t.clock.now())).not.toBeNull(),
       reason: 'user_banned',
       ip: null,
     },
   ])('$how', async ({ end, reason, ip }) => {
     const owner = await seedUser(t);
-    const { first, second } = await rotatedChain(t, tv, owner.userId);
+    const { first, second } = await rotatedGrant(t, tv, owner.userId);
     expect(await introspection(t, rs, second.access_token)).toMatchObject({ active: true });
 
     await end({ first, second, owner });
@@ -173,15 +173,15 @@ describe('the end of a chain: every refresh and access token of it stops at once
       access: [first.access_token, second.access_token],
       refresh: [second.refresh_token!, first.refresh_token!],
     });
-    const link = await linkOf(t, second.refresh_token!);
-    expect(link.revoked_at).not.toBeNull();
-    expect(link.revoked_reason).toBe(reason);
-    expect((await eventsOf(t, link.link_id)).filter((e) => e.event === 'revoked')).toEqual([{ event: 'revoked', reason, client_ip: ip }]);
+    const grant = await grantOf(t, second.refresh_token!);
+    expect(grant.revoked_at).not.toBeNull();
+    expect(grant.revoked_reason).toBe(reason);
+    expect((await eventsOf(t, grant.grant_id)).filter((e) => e.event === 'revoked')).toEqual([{ event: 'revoked', reason, client_ip: ip }]);
   });
 });
 
 describe('scope on refresh (RFC 6749 §6: may narrow, never widen)', () => {
-  it('a narrowed scope holds for the rest of the chain', async () => {
+  it('a narrowed scope holds for the rest of the grant', async () => {
     const first = await signIn(t, tv, user.userId, ALL);
     const narrowed = await refreshed(t, tv, first.refresh_token!, 'openid profile');
     expect(narrowed.scope).toBe('openid profile');
@@ -189,7 +189,7 @@ describe('scope on refresh (RFC 6749 §6: may narrow, never widen)', () => {
 
     const later = await refreshed(t, tv, narrowed.refresh_token!);
     expect(later.scope).toBe('openid profile');
-    expect((await linkOf(t, later.refresh_token!)).scopes).toEqual(['openid', 'profile']);
+    expect((await grantOf(t, later.refresh_token!)).scopes).toEqual(['openid', 'profile']);
 
     // What was given up cannot be had back.
     const back = await refresh(t, tv, later.refresh_token!, 'openid profile email');
@@ -206,7 +206,7 @@ describe('scope on refresh (RFC 6749 §6: may narrow, never widen)', () => {
     expect((await refreshed(t, tv, first.refresh_token!)).scope).toBe('openid profile');
   });
 
-  it('an empty scope keeps the chain scopes', async () => {
+  it('an empty scope keeps the grant scopes', async () => {
     const first = await signIn(t, tv, user.userId, 'profile email');
     expect((await refreshed(t, tv, first.refresh_token!, '')).scope).toBe('profile email');
   });
@@ -228,7 +228,7 @@ describe('ID token on refresh (OpenID Connect Core §12.2)', () => {
   });
 
   it.each([
-    ['a chain without openid', 'profile offline_access', undefined],
+    ['a grant without openid', 'profile offline_access', undefined],
     ['a refresh that narrows openid away', ALL, 'profile'],
   ])('no ID token for %s', async (_name, scope, narrowTo) => {
     const first = await signIn(t, tv, user.userId, scope);
@@ -246,8 +246,8 @@ describe('racing refreshes with the same token', () => {
   async function holdTokenRow(token: string): Promise<(waiters: number) => Promise<void>> {
     if (!t.database.url) return async () => {};
     const holder = await holdLocks(t.database.url);
-    // A rotation waits on its chain's link row, which names the current token.
-    await holder.query('SELECT 1 FROM device_links WHERE link_id = (SELECT link_id FROM refresh_tokens WHERE token_hash = $1) FOR UPDATE', [
+    // A rotation waits on its grant's row, which names the current token.
+    await holder.query('SELECT 1 FROM grants WHERE grant_id = (SELECT grant_id FROM refresh_tokens WHERE token_hash = $1) FOR UPDATE', [
       hashOpaque(token),
     ]);
     return (waiters) => holder.commitWhenWaiting(waiters);
@@ -255,12 +255,12 @@ describe('racing refreshes with the same token', () => {
 
   /**
    * Exactly one rotation happens. The losers cannot be told apart from a replay of a stolen
-   * token, so (RFC 9700 §4.14.2) they get invalid_grant and the chain is revoked, the winner's
+   * token, so (RFC 9700 §4.14.2) they get invalid_grant and the grant is revoked, the winner's
    * new tokens included: never two live successors, and the device must sign in again.
    */
-  it('exactly one 200; the losers get invalid_grant and the chain is revoked as reuse', async () => {
+  it('exactly one 200; the losers get invalid_grant and the grant is revoked as reuse', async () => {
     const tokens = await signIn(t, tv, user.userId, ALL);
-    const link = await linkOf(t, tokens.refresh_token!);
+    const grant = await grantOf(t, tokens.refresh_token!);
     const release = await holdTokenRow(tokens.refresh_token!);
     const racing = Promise.all(Array.from({ length: 8 }, () => refresh(t, tv, tokens.refresh_token!)));
     await release(8);
@@ -273,13 +273,13 @@ describe('racing refreshes with the same token', () => {
       expect(loser.json().error).toBe('invalid_grant');
     }
     const won: TokenSet = winners[0]!.json();
-    expect(await chainTokensOf(link.link_id)).toEqual({ current: hex(hashOpaque(won.refresh_token!)), issued: 2 });
-    expect((await eventsOf(t, link.link_id)).map((e) => `${e.event} ${e.reason}`)).toEqual([
+    expect(await refreshTokensOf(grant.grant_id)).toEqual({ current: hex(hashOpaque(won.refresh_token!)), issued: 2 });
+    expect((await eventsOf(t, grant.grant_id)).map((e) => `${e.event} ${e.reason}`)).toEqual([
       'issued device_code',
       'rotated null',
       'revoked reuse_detected',
     ]);
-    expect(await linkOf(t, tokens.refresh_token!)).toMatchObject({ revoked_reason: 'reuse_detected' });
+    expect(await grantOf(t, tokens.refresh_token!)).toMatchObject({ revoked_reason: 'reuse_detected' });
     await expectAllRefused(t, rs, tv, { access: [won.access_token], refresh: [won.refresh_token!] });
   });
 });

@@ -4,7 +4,7 @@ import { decide, DEVICE_GRANT, startDeviceFlow } from '../helpers/device.js';
 
 /**
  * Issue 21 §1: what an app may do comes from its registration (RFC 7591 §2 grant_types,
- * redirect_uris), not from its kind. A grant the registration does not name is
+ * redirect_uris), not from its kind. A grant type the registration does not name is
  * unauthorized_client on every path to it; refresh tokens go to apps registered for the
  * refresh_token grant.
  */
@@ -27,7 +27,7 @@ async function approvedTokens(clientId: string) {
   return res.json() as { access_token: string; refresh_token?: string };
 }
 
-describe('grants come from the registration', () => {
+describe('grant types come from the registration', () => {
   it('every kind keeps what it could do by default: tv and bot get refresh tokens, web does not', async () => {
     t = await startTestApp();
     const tv = await seedClient(t, { kind: 'tv' });
@@ -61,7 +61,7 @@ describe('grants come from the registration', () => {
     expect(rows).toEqual([]);
   });
 
-  it('a grant taken away stops at the next request: the app\'s live refresh token gets unauthorized_client', async () => {
+  it('a grant type taken away stops at the next request: the app\'s live refresh token gets unauthorized_client', async () => {
     t = await startTestApp();
     const bot = await seedClient(t, { kind: 'bot', type: 'confidential', name: 'Bot' });
     const headers = { authorization: basicAuth(bot.clientId, bot.clientSecret!) };

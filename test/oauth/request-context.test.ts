@@ -6,7 +6,7 @@ import { hashOpaque } from '../../src/oauth/tokens.js';
 
 /**
  * Issue 20 §1: a device request remembers where it came from (address through TRUST_PROXY, user
- * agent, time) as long as the request is kept; its chain keeps the address of sign-in and of last
+ * agent, time) as long as the request is kept; its grant keeps the address of sign-in and of last
  * use. None of it reaches the log beyond what was logged before.
  */
 
@@ -24,7 +24,7 @@ async function storedRequest(deviceCode: string) {
 }
 
 describe('where a device request came from', () => {
-  it('stores the forwarded address from a trusted proxy, the user agent and the time; the chain keeps sign-in and last-use addresses', async () => {
+  it('stores the forwarded address from a trusted proxy, the user agent and the time; the grant keeps sign-in and last-use addresses', async () => {
     const lines: string[] = [];
     t = await startTestApp({ env: { TRUST_PROXY: '127.0.0.1' }, logSink: (line) => lines.push(line) });
     const tv = await seedClient(t, { kind: 'tv' });
@@ -38,12 +38,12 @@ describe('where a device request came from', () => {
     t.clock.advance(flow.interval);
     const poll = await t.app.inject({ method: 'POST', url: '/oauth/token', headers: { ...FORM, 'x-forwarded-for': '203.0.113.8' }, payload: form({ grant_type: DEVICE_GRANT, device_code: flow.device_code, client_id: tv.clientId }) });
     expect(poll.statusCode, poll.body).toBe(200);
-    const linkOf = () => t.deps.db.selectFrom('device_links').select(['signed_in_ip', 'last_used_ip']).where('user_id', '=', user.userId).executeTakeFirstOrThrow();
-    expect(await linkOf()).toEqual({ signed_in_ip: '203.0.113.7', last_used_ip: '203.0.113.8' });
+    const grantOf = () => t.deps.db.selectFrom('grants').select(['signed_in_ip', 'last_used_ip']).where('user_id', '=', user.userId).executeTakeFirstOrThrow();
+    expect(await grantOf()).toEqual({ signed_in_ip: '203.0.113.7', last_used_ip: '203.0.113.8' });
 
     const refreshed = await t.app.inject({ method: 'POST', url: '/oauth/token', headers: { ...FORM, 'x-forwarded-for': '198.51.100.20' }, payload: form({ grant_type: 'refresh_token', refresh_token: poll.json().refresh_token, client_id: tv.clientId }) });
     expect(refreshed.statusCode, refreshed.body).toBe(200);
-    expect(await linkOf()).toEqual({ signed_in_ip: '203.0.113.7', last_used_ip: '198.51.100.20' });
+    expect(await grantOf()).toEqual({ signed_in_ip: '203.0.113.7', last_used_ip: '198.51.100.20' });
 
     // The user agent was never logged, at trace level either.
     expect(lines.length).toBeGreaterThan(0);

@@ -7,15 +7,15 @@ import {
   eventsOf,
   expectAllRefused,
   introspection,
-  linkOf,
+  grantOf,
   refresh,
   refreshed,
   revoke,
-  rotatedChain as chainOf,
+  rotatedGrant as rotatedGrantOf,
   signIn,
   startWithClients,
   userinfo,
-  type Chain,
+  type RotatedGrant,
   type TestClient,
 } from '../helpers/tokens.js';
 
@@ -31,7 +31,7 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const rotatedChain = (client: TestClient) => chainOf(t, client, user.userId);
+const rotatedGrant = (client: TestClient) => rotatedGrantOf(t, client, user.userId);
 
 function expectEmpty200(res: Awaited<ReturnType<typeof revoke>>) {
   expect(res.statusCode).toBe(200);
@@ -41,30 +41,30 @@ function expectEmpty200(res: Awaited<ReturnType<typeof revoke>>) {
 
 describe('POST /oauth/revoke (RFC 7009)', () => {
   it.each([
-    ['the current refresh token', (c: Chain) => c.second.refresh_token!, undefined],
-    ['the replaced refresh token', (c: Chain) => c.first.refresh_token!, undefined],
-    ['the current access token', (c: Chain) => c.second.access_token, undefined],
-    ['an earlier access token', (c: Chain) => c.first.access_token, undefined],
-    ['an access token with token_type_hint=refresh_token (RFC 7009 §2.1: the hint only helps)', (c: Chain) => c.second.access_token, 'refresh_token'],
-    ['a refresh token with an unsupported token_type_hint, which is ignored', (c: Chain) => c.second.refresh_token!, 'id_token'],
-  ])('revoking %s revokes the whole chain: 200 {} and every token of it stops', async (_name, pick, hint) => {
-    const chain = await rotatedChain(tv);
-    expectEmpty200(await revoke(t, tv, pick(chain), hint));
+    ['the current refresh token', (c: RotatedGrant) => c.second.refresh_token!, undefined],
+    ['the replaced refresh token', (c: RotatedGrant) => c.first.refresh_token!, undefined],
+    ['the current access token', (c: RotatedGrant) => c.second.access_token, undefined],
+    ['an earlier access token', (c: RotatedGrant) => c.first.access_token, undefined],
+    ['an access token with token_type_hint=refresh_token (RFC 7009 §2.1: the hint only helps)', (c: RotatedGrant) => c.second.access_token, 'refresh_token'],
+    ['a refresh token with an unsupported token_type_hint, which is ignored', (c: RotatedGrant) => c.second.refresh_token!, 'id_token'],
+  ])('revoking %s revokes the whole rotated: 200 {} and every token of it stops', async (_name, pick, hint) => {
+    const rotated = await rotatedGrant(tv);
+    expectEmpty200(await revoke(t, tv, pick(rotated), hint));
 
-    const link = await linkOf(t, chain.second.refresh_token!);
-    // For tv and bot apps, a revoked link is one the user no longer sees on the Devices page.
-    expect(link).toMatchObject({ revoked_reason: 'revoked_by_app' });
-    expect((await eventsOf(t, link.link_id)).at(-1)).toEqual({ event: 'revoked', reason: 'revoked_by_app', client_ip: '127.0.0.1' });
+    const grant = await grantOf(t, rotated.second.refresh_token!);
+    // For tv and bot apps, a revoked grant is one the user no longer sees on the Devices page.
+    expect(grant).toMatchObject({ revoked_reason: 'revoked_by_app' });
+    expect((await eventsOf(t, grant.grant_id)).at(-1)).toEqual({ event: 'revoked', reason: 'revoked_by_app', client_ip: '127.0.0.1' });
     await expectAllRefused(t, rs, tv, {
-      access: [chain.first.access_token, chain.second.access_token],
-      refresh: [chain.second.refresh_token!],
+      access: [rotated.first.access_token, rotated.second.access_token],
+      refresh: [rotated.second.refresh_token!],
     });
   });
 
   it('a confidential bot revokes with HTTP Basic', async () => {
-    const chain = await rotatedChain(bot);
-    expectEmpty200(await revoke(t, bot, chain.second.refresh_token!));
-    expect((await linkOf(t, chain.second.refresh_token!)).revoked_reason).toBe('revoked_by_app');
+    const rotated = await rotatedGrant(bot);
+    expectEmpty200(await revoke(t, bot, rotated.second.refresh_token!));
+    expect((await grantOf(t, rotated.second.refresh_token!)).revoked_reason).toBe('revoked_by_app');
   });
 
   it('a web app revokes its access token (it has no refresh token)', async () => {
@@ -86,39 +86,39 @@ describe('POST /oauth/revoke (RFC 7009)', () => {
   });
 });
 
-describe('a revoked chain keeps no access token', () => {
-  const accessTokensOf = async (linkId: string) =>
-    (await t.deps.db.selectFrom('access_tokens').select('link_id').where('link_id', '=', linkId).execute()).length;
+describe('a revoked rotated keeps no access token', () => {
+  const accessTokensOf = async (grantId: string) =>
+    (await t.deps.db.selectFrom('access_tokens').select('grant_id').where('grant_id', '=', grantId).execute()).length;
 
-  it('revoking a chain deletes every access token it was given', async () => {
-    const chain = await rotatedChain(tv);
-    const link = await linkOf(t, chain.second.refresh_token!);
-    expect(await accessTokensOf(link.link_id)).toBe(2);
-    expectEmpty200(await revoke(t, tv, chain.second.refresh_token!));
-    expect(await accessTokensOf(link.link_id)).toBe(0);
+  it('revoking a rotated deletes every access token it was given', async () => {
+    const rotated = await rotatedGrant(tv);
+    const grant = await grantOf(t, rotated.second.refresh_token!);
+    expect(await accessTokensOf(grant.grant_id)).toBe(2);
+    expectEmpty200(await revoke(t, tv, rotated.second.refresh_token!));
+    expect(await accessTokensOf(grant.grant_id)).toBe(0);
   });
 
   /**
-   * A rotation holds its chain's link row while it adds the chain's next access token. Another
-   * connection plays that rotation here: it locks the link, adds an access token and commits
+   * A rotation holds its grant's row while it adds the grant's next access token. Another
+   * connection plays that rotation here: it locks the grant, adds an access token and commits
    * once the revocation waits on the lock. The revocation must delete that token too.
    */
-  it.skipIf(!process.env.TEST_DATABASE_URL)('an access token committed while the revocation waited on its chain is deleted too', async () => {
+  it.skipIf(!process.env.TEST_DATABASE_URL)('an access token committed while the revocation waited on its rotated is deleted too', async () => {
     const tokens = await signIn(t, tv, user.userId, ALL);
-    const link = await linkOf(t, tokens.refresh_token!);
+    const grant = await grantOf(t, tokens.refresh_token!);
     const late = mintOpaque(TOKEN_PREFIX.accessToken);
     const holder = await holdLocks(t.database.url!);
-    await holder.query('UPDATE device_links SET last_used_at = now() WHERE link_id = $1', [link.link_id]);
+    await holder.query('UPDATE grants SET last_used_at = now() WHERE grant_id = $1', [grant.grant_id]);
     await holder.query(
-      `INSERT INTO access_tokens (token_hash, link_id, user_id, client_id, scopes, created_at, expires_at)
-       SELECT $1, link_id, user_id, client_id, scopes, now(), now() + interval '1 hour' FROM device_links WHERE link_id = $2`,
-      [late.hash, link.link_id],
+      `INSERT INTO access_tokens (token_hash, grant_id, user_id, client_id, scopes, created_at, expires_at)
+       SELECT $1, grant_id, user_id, client_id, scopes, now(), now() + interval '1 hour' FROM grants WHERE grant_id = $2`,
+      [late.hash, grant.grant_id],
     );
     const revoking = revoke(t, tv, tokens.refresh_token!);
     await holder.commitWhenWaiting(1);
     expectEmpty200(await revoking);
 
-    expect(await accessTokensOf(link.link_id)).toBe(0);
+    expect(await accessTokensOf(grant.grant_id)).toBe(0);
     expect(await introspection(t, rs, late.value)).toEqual({ active: false });
     expect((await userinfo(t, late.value)).statusCode).toBe(401);
   });
@@ -150,11 +150,11 @@ describe('RFC 7009 §2.2: 200 {} whatever the token, so revocation tells nothing
   });
 
   it("another app's token: 200 {} and the token stays live", async () => {
-    const theirs = await rotatedChain(bot);
+    const theirs = await rotatedGrant(bot);
     for (const token of [theirs.second.access_token, theirs.second.refresh_token!, theirs.first.refresh_token!]) {
       expectEmpty200(await revoke(t, tv, token));
     }
-    expect((await linkOf(t, theirs.second.refresh_token!)).revoked_at).toBeNull();
+    expect((await grantOf(t, theirs.second.refresh_token!)).revoked_at).toBeNull();
     expect(await introspection(t, rs, theirs.second.access_token)).toMatchObject({ active: true });
     await refreshed(t, bot, theirs.second.refresh_token!);
   });
@@ -195,6 +195,6 @@ describe('POST /oauth/revoke refuses bad requests', () => {
       payload: form({ token: tokens.refresh_token }),
     });
     expect(res.statusCode).toBe(401);
-    expect((await linkOf(t, tokens.refresh_token!)).revoked_at).toBeNull();
+    expect((await grantOf(t, tokens.refresh_token!)).revoked_at).toBeNull();
   });
 });

@@ -7,7 +7,7 @@ import {
   eventsOf,
   expectAllRefused,
   introspection,
-  linkOf,
+  grantOf,
   refresh,
   refreshed,
   revoke,
@@ -42,10 +42,10 @@ afterAll(() => t.close());
 const DEVICES = '/account/devices';
 const APPS = '/account/apps';
 
-/** Signs a device of `app` in to the user's account through the whole device flow; its tokens and chain. */
+/** Signs a device of `app` in to the user's account through the whole device flow; its tokens and grant. */
 async function connect(app: App, user: User, platform: { platform_name?: string; platform_description?: string } = {}) {
   const tokens = await signInDevice(t, app, user.userId, undefined, platform);
-  return { ...tokens, linkId: (await linkOf(t, tokens.access_token)).link_id };
+  return { ...tokens, grantId: (await grantOf(t, tokens.access_token)).grant_id };
 }
 type Device = Awaited<ReturnType<typeof connect>>;
 
@@ -60,17 +60,17 @@ async function works(device: Device): Promise<boolean> {
 const expectRefused = (app: App, device: Device) =>
   expectAllRefused(t, rs, app, { access: [device.access_token], refresh: device.refresh_token ? [device.refresh_token] : [] });
 
-/** Replays a replaced refresh token, as a thief would: the service revokes the whole chain. */
+/** Replays a replaced refresh token, as a thief would: the service revokes the whole grant. */
 async function stealAndReplay(app: App, device: Device) {
   await refreshed(t, app, device.refresh_token!);
   expect((await refresh(t, app, device.refresh_token!)).json().error).toBe('invalid_grant');
 }
 
 const revocationsCounted = async (reason: string) =>
-  (await t.deps.metrics.chainRevocations.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
+  (await t.deps.metrics.grantRevocations.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
 
-const link = (linkId: string) => t.deps.db.selectFrom('device_links').selectAll().where('link_id', '=', linkId).executeTakeFirstOrThrow();
-const revocations = async (linkId: string) => (await eventsOf(t, linkId)).filter((event) => event.event === 'revoked');
+const grant = (grantId: string) => t.deps.db.selectFrom('grants').selectAll().where('grant_id', '=', grantId).executeTakeFirstOrThrow();
+const revocations = async (grantId: string) => (await eventsOf(t, grantId)).filter((event) => event.event === 'revoked');
 
 /** The rows (cards) of a Devices or Connected apps page. */
 const rows = (html: string) => [...html.matchAll(/<li class="card">([\s\S]*?)<\/li>/g)].map((match) => match[1] ?? '');
@@ -91,8 +91,8 @@ async function pageFor(user: User, page: string) {
   return res;
 }
 
-const signOut = (browser: Browser, linkId: string, options?: { csrfToken?: string | null }) =>
-  browser.post(`${DEVICES}/sign-out`, { link_id: linkId }, options);
+const signOut = (browser: Browser, grantId: string, options?: { csrfToken?: string | null }) =>
+  browser.post(`${DEVICES}/sign-out`, { grant_id: grantId }, options);
 const removeAccess = (browser: Browser, clientId: string, options?: { csrfToken?: string | null }) =>
   browser.post(`${APPS}/remove`, { client_id: clientId }, options);
 
@@ -118,7 +118,7 @@ describe('Devices page', () => {
     platform_description: 'Kitchen tablet "by the fridge" & <b>friends</b>',
   };
 
-  it('lists one row per live chain of a TV or bot app: app name and kind, platform fields marked Unverified, sign-in and last-use times', async () => {
+  it('lists one row per live grant of a TV or bot app: app name and kind, platform fields marked Unverified, sign-in and last-use times', async () => {
     const user = await seedUser(t);
     const hostileTv = await connect(tv, user, hostile);
     const plainTv = await connect(tv, user);
@@ -136,34 +136,34 @@ describe('Devices page', () => {
     expect(page.statusCode).toBe(200);
     expect(page.body).toContain('<h1>Devices</h1>');
     // Most recently used first.
-    expect(hiddenValues(page.body, 'link_id')).toEqual([plainTv.linkId, botDevice.linkId, hostileTv.linkId]);
+    expect(hiddenValues(page.body, 'grant_id')).toEqual([plainTv.grantId, botDevice.grantId, hostileTv.grantId]);
     expect(page.body).not.toContain('Old TV');
     expect(page.body).not.toContain('Stolen bot');
     expect(page.body).not.toContain('Someone else');
-    // A web app's link is not a device.
+    // A web app's grant is not a device.
     expect(page.body).not.toContain(web.name);
-    expect(page.body).not.toContain(webSession.linkId);
+    expect(page.body).not.toContain(webSession.grantId);
 
-    const hostileRow = rowOf(page.body, 'link_id', hostileTv.linkId)!;
+    const hostileRow = rowOf(page.body, 'grant_id', hostileTv.grantId)!;
     expect(hostileRow).toContain('<h2 class="app-name">Living Room TV</h2>');
     expect(hostileRow).toContain('TV or device app');
     expect(hostileRow).toContain('<dd>&lt;script&gt;alert(1)&lt;/script&gt; <span class="unverified">Unverified</span></dd>');
     expect(hostileRow).toContain(
       '<dd>Kitchen tablet &quot;by the fridge&quot; &amp; &lt;b&gt;friends&lt;/b&gt; <span class="unverified">Unverified</span></dd>',
     );
-    const botRow = rowOf(page.body, 'link_id', botDevice.linkId)!;
+    const botRow = rowOf(page.body, 'grant_id', botDevice.grantId)!;
     expect(botRow).toContain('<h2 class="app-name">Helper Bot</h2>');
     expect(botRow).toContain('<p class="muted kind">Bot</p>');
     expect(botRow).toContain('<dd>CI runner <span class="unverified">Unverified</span></dd>');
-    expect(rowOf(page.body, 'link_id', plainTv.linkId)).not.toContain('Unverified');
+    expect(rowOf(page.body, 'grant_id', plainTv.grantId)).not.toContain('Unverified');
 
     for (const device of [hostileTv, plainTv, botDevice]) {
-      const stored = await link(device.linkId);
-      const row = rowOf(page.body, 'link_id', device.linkId)!;
+      const stored = await grant(device.grantId);
+      const row = rowOf(page.body, 'grant_id', device.grantId)!;
       expect(row).toContain(`<dt>Signed in</dt>\n      <dd><time datetime="${stored.created_at.toISOString()}">${shownTime(stored.created_at)}</time>, from this server itself</dd>`);
       expect(row).toContain(`<dt>Last used</dt>\n      <dd><time datetime="${stored.last_used_at.toISOString()}">${shownTime(stored.last_used_at)}</time>, from this server itself</dd>`);
     }
-    expect(shownTime((await link(plainTv.linkId)).last_used_at)).not.toBe(shownTime((await link(plainTv.linkId)).created_at));
+    expect(shownTime((await grant(plainTv.grantId)).last_used_at)).not.toBe(shownTime((await grant(plainTv.grantId)).created_at));
   });
 
   it('escapes every platform field: no markup of the device reaches the page', async () => {
@@ -184,17 +184,17 @@ describe('Devices page', () => {
       [named, 'Living Room TV (Bedroom)'],
       [unnamed, 'Helper Bot'],
     ] as const) {
-      const row = rowOf(page.body, 'link_id', device.linkId)!;
+      const row = rowOf(page.body, 'grant_id', device.grantId)!;
       expect(row).toContain('<form method="post" action="/account/devices/sign-out">');
       expect(row).toContain(`<input type="hidden" name="csrf_token" value="${browser.csrfToken}">`);
       expect(row).toContain(`<button type="submit" class="danger">Sign out<span class="visually-hidden"> ${label}</span></button>`);
     }
   });
 
-  it('a chain past its expiry is not listed', async () => {
+  it('a grant past its expiry is not listed', async () => {
     const user = await seedUser(t);
     const device = await connect(tv, user);
-    await t.deps.db.updateTable('device_links').set({ expires_at: t.clock.now() }).where('link_id', '=', device.linkId).execute();
+    await t.deps.db.updateTable('grants').set({ expires_at: t.clock.now() }).where('grant_id', '=', device.grantId).execute();
     const page = await pageFor(user, DEVICES);
     expect(page.body).toContain('No devices are signed in.');
   });
@@ -222,65 +222,65 @@ describe('Sign out from the Devices page', () => {
     const browser = await browserOn(user, DEVICES);
     expect(await works(device)).toBe(true);
 
-    const res = await signOut(browser, device.linkId);
+    const res = await signOut(browser, device.grantId);
     expect(res.statusCode).toBe(303);
-    expect(res.headers.location).toBe(`${DEVICES}?signed_out=${device.linkId}`);
+    expect(res.headers.location).toBe(`${DEVICES}?signed_out=${device.grantId}`);
     await expectRefused(app(), device);
 
     const page = await browser.follow(res);
     expect(page.statusCode).toBe(200);
     expect(page.body).toContain(`<p class="notice" role="status">Signed out ${app().name}.</p>`);
-    expect(hiddenValues(page.body, 'link_id')).toEqual([other.linkId]);
+    expect(hiddenValues(page.body, 'grant_id')).toEqual([other.grantId]);
     expect(await works(other)).toBe(true);
     await refreshed(t, app(), other.refresh_token!);
   });
 
-  it('revokes the chain in the database with reason signed_out_by_user and records a link event with the IP', async () => {
+  it('revokes the grant in the database with reason signed_out_by_user and records a grant event with the IP', async () => {
     const user = await seedUser(t);
     const device = await connect(bot, user);
     const browser = await browserOn(user, DEVICES);
     const counted = await revocationsCounted('signed_out_by_user');
-    await signOut(browser, device.linkId);
-    expect(await link(device.linkId)).toMatchObject({ user_id: user.userId, revoked_at: t.clock.now(), revoked_reason: 'signed_out_by_user' });
-    expect(await revocations(device.linkId)).toEqual([{ event: 'revoked', reason: 'signed_out_by_user', client_ip: '127.0.0.1' }]);
+    await signOut(browser, device.grantId);
+    expect(await grant(device.grantId)).toMatchObject({ user_id: user.userId, revoked_at: t.clock.now(), revoked_reason: 'signed_out_by_user' });
+    expect(await revocations(device.grantId)).toEqual([{ event: 'revoked', reason: 'signed_out_by_user', client_ip: '127.0.0.1' }]);
     expect(await revocationsCounted('signed_out_by_user')).toBe(counted + 1);
   });
 
-  it("another user's link_id: nothing is revoked, a clear message, not an error", async () => {
+  it("another user's grant_id: nothing is revoked, a clear message, not an error", async () => {
     const victim = await seedUser(t);
     const device = await connect(tv, victim);
     const attacker = await seedUser(t);
     const own = await connect(tv, attacker);
     const browser = await browserOn(attacker, DEVICES);
 
-    const res = await signOut(browser, device.linkId);
+    const res = await signOut(browser, device.grantId);
     expect(res.statusCode).toBe(404);
     expect(res.body).toContain('That device is not signed in to your account, so nothing was signed out.');
     expect(res.body).not.toContain('Signed out');
     // The page still lists the user's own devices, and only those.
-    expect(hiddenValues(res.body, 'link_id')).toEqual([own.linkId]);
+    expect(hiddenValues(res.body, 'grant_id')).toEqual([own.grantId]);
     expect(await works(device)).toBe(true);
-    expect((await link(device.linkId)).revoked_at).toBeNull();
-    expect(await revocations(device.linkId)).toHaveLength(0);
+    expect((await grant(device.grantId)).revoked_at).toBeNull();
+    expect(await revocations(device.grantId)).toHaveLength(0);
   });
 
   it('a device already signed out: the same message, nothing recorded twice', async () => {
     const user = await seedUser(t);
     const device = await connect(tv, user);
     const browser = await browserOn(user, DEVICES);
-    expect((await signOut(browser, device.linkId)).statusCode).toBe(303);
-    const again = await signOut(browser, device.linkId);
+    expect((await signOut(browser, device.grantId)).statusCode).toBe(303);
+    const again = await signOut(browser, device.grantId);
     expect(again.statusCode).toBe(404);
     expect(again.body).toContain('It may have been signed out already.');
-    expect(await revocations(device.linkId)).toHaveLength(1);
+    expect(await revocations(device.grantId)).toHaveLength(1);
   });
 
   it.each([['not-a-uuid'], [''], ["1' OR '1'='1"], ['00000000-0000-0000-0000-00000000000g']])(
-    'a malformed link_id (%j) is a 400 page, and nothing changes',
-    async (linkId) => {
+    'a malformed grant_id (%j) is a 400 page, and nothing changes',
+    async (grantId) => {
       const user = await seedUser(t);
       const device = await connect(tv, user);
-      const res = await signOut(await browserOn(user, DEVICES), linkId);
+      const res = await signOut(await browserOn(user, DEVICES), grantId);
       expect(res.statusCode).toBe(400);
       expect(res.headers['content-type']).toMatch(/^text\/html/);
       expect(res.body).toContain('<h1>Bad request</h1>');
@@ -288,14 +288,14 @@ describe('Sign out from the Devices page', () => {
     },
   );
 
-  it('a missing link_id is a 400 page', async () => {
+  it('a missing grant_id is a 400 page', async () => {
     const user = await seedUser(t);
     const res = await (await browserOn(user, DEVICES)).post(`${DEVICES}/sign-out`, {});
     expect(res.statusCode).toBe(400);
-    expect(res.body).toContain('parameter link_id is missing');
+    expect(res.body).toContain('parameter grant_id is missing');
   });
 
-  it('a link_id that names no link: the not-found message', async () => {
+  it('a grant_id that names no grant: the not-found message', async () => {
     const user = await seedUser(t);
     const res = await signOut(await browserOn(user, DEVICES), '6f1c1b1e-8d4e-4c7a-9d55-0b8b2f4b9a10');
     expect(res.statusCode).toBe(404);
@@ -304,7 +304,7 @@ describe('Sign out from the Devices page', () => {
 });
 
 describe('Connected apps page', () => {
-  it('lists each app with a live link once, any kind, with its device count and a Remove access button', async () => {
+  it('lists each app with a live grant once, any kind, with its device count and a Remove access button', async () => {
     const user = await seedUser(t);
     await connect(tv, user);
     await connect(tv, user);
@@ -343,7 +343,7 @@ describe('Connected apps page', () => {
     }
   });
 
-  it('an app whose only link has expired leaves the list', async () => {
+  it('an app whose only grant has expired leaves the list', async () => {
     const user = await seedUser(t);
     await connect(web, user);
     const browser = await browserOn(user, APPS);
@@ -363,7 +363,7 @@ describe('Connected apps page', () => {
 });
 
 describe('Remove access on the Connected apps page', () => {
-  it("revokes every chain of that app for that user, and only those", async () => {
+  it("revokes every grant of that app for that user, and only those", async () => {
     const user = await seedUser(t);
     const [first, second] = [await connect(tv, user), await connect(tv, user)];
     const botDevice = await connect(bot, user);
@@ -379,7 +379,7 @@ describe('Remove access on the Connected apps page', () => {
     await expectRefused(tv, first);
     await expectRefused(tv, second);
     expect(await revocationsCounted('access_removed')).toBe(counted + 2);
-    // Other apps and other users' chains of the same app are untouched.
+    // Other apps and other users' grants of the same app are untouched.
     expect(await works(botDevice)).toBe(true);
     expect(await works(webSession)).toBe(true);
     expect(await works(someoneElses)).toBe(true);
@@ -390,11 +390,11 @@ describe('Remove access on the Connected apps page', () => {
     expect(page.body).toContain('<p class="notice" role="status">Living Room TV no longer has access to your account.</p>');
     expect(new Set(hiddenValues(page.body, 'client_id'))).toEqual(new Set([bot.clientId, web.clientId]));
     for (const device of [first, second]) {
-      expect(await link(device.linkId)).toMatchObject({ revoked_at: t.clock.now(), revoked_reason: 'access_removed' });
-      expect(await revocations(device.linkId)).toEqual([{ event: 'revoked', reason: 'access_removed', client_ip: '127.0.0.1' }]);
+      expect(await grant(device.grantId)).toMatchObject({ revoked_at: t.clock.now(), revoked_reason: 'access_removed' });
+      expect(await revocations(device.grantId)).toEqual([{ event: 'revoked', reason: 'access_removed', client_ip: '127.0.0.1' }]);
     }
-    for (const device of [botDevice, webSession, someoneElses]) expect((await link(device.linkId)).revoked_at).toBeNull();
-    expect(hiddenValues((await browser.get(DEVICES)).body, 'link_id')).toEqual([botDevice.linkId]);
+    for (const device of [botDevice, webSession, someoneElses]) expect((await grant(device.grantId)).revoked_at).toBeNull();
+    expect(hiddenValues((await browser.get(DEVICES)).body, 'grant_id')).toEqual([botDevice.grantId]);
   });
 
   it('works for a web app too', async () => {
@@ -415,7 +415,7 @@ describe('Remove access on the Connected apps page', () => {
     expect(res.body).toContain('That app has no access to your account, so nothing was removed.');
     expect(hiddenValues(res.body, 'client_id')).toEqual([web.clientId]);
     expect(await works(theirs)).toBe(true);
-    expect(await revocations(theirs.linkId)).toHaveLength(0);
+    expect(await revocations(theirs.grantId)).toHaveLength(0);
   });
 
   it.each([['unknown client', 'tv_nobody', 404], ['empty', '', 400], ['a NUL byte', 'tv_\u0000', 400], ['too long', 'x'.repeat(256), 400]])(
@@ -433,7 +433,7 @@ describe('Remove access on the Connected apps page', () => {
 
 describe('CSRF on the account forms', () => {
   const forms = [
-    ['Sign out', (b: Browser, d: Device, o: { csrfToken?: string | null }) => signOut(b, d.linkId, o)],
+    ['Sign out', (b: Browser, d: Device, o: { csrfToken?: string | null }) => signOut(b, d.grantId, o)],
     ['Remove access', (b: Browser, _d: Device, o: { csrfToken?: string | null }) => removeAccess(b, tv.clientId, o)],
   ] as const;
   const tokens = [
@@ -451,8 +451,8 @@ describe('CSRF on the account forms', () => {
       expect(res.statusCode).toBe(403);
       expect(res.body).toContain('This form has expired');
       expect(await works(device)).toBe(true);
-      expect((await link(device.linkId)).revoked_at).toBeNull();
-      expect(hiddenValues((await browser.get(DEVICES)).body, 'link_id')).toEqual([device.linkId]);
+      expect((await grant(device.grantId)).revoked_at).toBeNull();
+      expect(hiddenValues((await browser.get(DEVICES)).body, 'grant_id')).toEqual([device.grantId]);
       await refreshed(t, tv, device.refresh_token!);
     },
   );
@@ -469,24 +469,24 @@ describe('CSRF on the account forms', () => {
 });
 
 describe('notices come from the database, not the address', () => {
-  it('?signed_out= of a live link, or of a link signed out for another reason, shows no notice', async () => {
+  it('?signed_out= of a live grant, or of a grant signed out for another reason, shows no notice', async () => {
     const user = await seedUser(t);
     const live = await connect(tv, user);
     const stolen = await connect(tv, user);
     await stealAndReplay(tv, stolen);
     const browser = await browserOn(user, DEVICES);
-    for (const linkId of [live.linkId, stolen.linkId, 'not-a-uuid']) {
-      const page = await browser.get(`${DEVICES}?signed_out=${linkId}`);
+    for (const grantId of [live.grantId, stolen.grantId, 'not-a-uuid']) {
+      const page = await browser.get(`${DEVICES}?signed_out=${grantId}`);
       expect(page.statusCode).toBe(200);
       expect(page.body).not.toContain('class="notice"');
     }
   });
 
-  it("?signed_out= of another user's signed-out link shows no notice", async () => {
+  it("?signed_out= of another user's signed-out grant shows no notice", async () => {
     const other = await seedUser(t);
     const theirs = await connect(bot, other);
-    await signOut(await browserOn(other, DEVICES), theirs.linkId);
-    const page = await pageFor(await seedUser(t), `${DEVICES}?signed_out=${theirs.linkId}`);
+    await signOut(await browserOn(other, DEVICES), theirs.grantId);
+    const page = await pageFor(await seedUser(t), `${DEVICES}?signed_out=${theirs.grantId}`);
     expect(page.body).not.toContain('class="notice"');
   });
 
@@ -504,12 +504,12 @@ describe('an app leaves Connected apps when its last device is signed out', () =
     const [first, second] = [await connect(tv, user), await connect(tv, user)];
     const browser = await browserOn(user, DEVICES);
 
-    await signOut(browser, first.linkId);
+    await signOut(browser, first.grantId);
     const afterFirst = await browser.get(APPS);
     expect(rowOf(afterFirst.body, 'client_id', tv.clientId)).toContain('1 device ·');
 
     await browser.get(DEVICES);
-    await signOut(browser, second.linkId);
+    await signOut(browser, second.grantId);
     const afterLast = await browser.get(APPS);
     expect(hiddenValues(afterLast.body, 'client_id')).toEqual([]);
     expect(afterLast.body).toContain('No apps have access to your account.');
@@ -537,7 +537,7 @@ describe('signed-out visitors', () => {
     const device = await connect(tv, user);
     const anonymous = new Browser(t);
     await anonymous.get('/signin');
-    const res = await anonymous.post(action, { link_id: device.linkId, client_id: tv.clientId });
+    const res = await anonymous.post(action, { grant_id: device.grantId, client_id: tv.clientId });
     expect(res.statusCode).toBe(303);
     expect(res.headers.location).toBe(`/signin?return_to=${encodeURIComponent(page)}`);
     expect(await works(device)).toBe(true);

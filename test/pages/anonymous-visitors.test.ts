@@ -195,7 +195,7 @@ describe('CSRF for anonymous forms (signed double submit)', () => {
   it.each([
     ['/activate', { user_code: 'BCDF-GHJK' }, '/signin?return_to=%2Factivate%3Fuser_code%3DBCDF-GHJK'],
     ['/activate/bot/decision', { user_code: 'BCDF-GHJK', request_handle: 'x', action: 'deny' }, '/signin?return_to=%2Factivate%2Fbot%3Fuser_code%3DBCDF-GHJK'],
-    ['/account/devices/sign-out', { link_id: '00000000-0000-4000-8000-000000000000' }, '/signin?return_to=%2Faccount%2Fdevices'],
+    ['/account/devices/sign-out', { grant_id: '00000000-0000-4000-8000-000000000000' }, '/signin?return_to=%2Faccount%2Fdevices'],
     ['/account/apps/remove', { client_id: 'tv' }, '/signin?return_to=%2Faccount%2Fapps'],
   ])('POST %s with a valid anonymous token goes to sign-in and writes nothing', async (url, fields, location) => {
     const visitor = new Browser(t);

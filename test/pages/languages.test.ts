@@ -120,11 +120,11 @@ describe('pages in the reader\'s language', () => {
     expectGerman(devices, 'devices');
     expect(devices.body).toContain('<strong>Wartet auf das Gerät</strong>');
     expect(devices.body).toContain('aus Vereinigte Staaten · ');
-    const linkId = inputValue(devices.body, 'link_id')!;
-    const signedOut = await browser.follow(await browser.post('/account/devices/sign-out', { link_id: linkId }));
+    const grantId = inputValue(devices.body, 'grant_id')!;
+    const signedOut = await browser.follow(await browser.post('/account/devices/sign-out', { grant_id: grantId }));
     expectGerman(signedOut, 'device signed out');
     expect(signedOut.body).toContain('Wohnzimmer-Fernseher wurde abgemeldet.');
-    expectGerman(await browser.post('/account/devices/sign-out', { link_id: linkId }), 'device already signed out');
+    expectGerman(await browser.post('/account/devices/sign-out', { grant_id: grantId }), 'device already signed out');
     expectGerman(await browser.get('/account/apps'), 'connected apps');
 
     expectGerman(await browser.get('/no-such-page'), 'not found');

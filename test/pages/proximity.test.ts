@@ -78,7 +78,7 @@ describe('where a request came from, on the approval page', () => {
     expect(recorded.decision_context).toMatchObject({ same_network: true, signals: [], action: 'allow', requester: { asn: 3320 }, approver: { address: TELEKOM_PHONE } });
   });
 
-  it('another country: a warning and one more step; approving without it decides nothing, with it approves, and the context reaches the chain\'s issued event', async () => {
+  it('another country: a warning and one more step; approving without it decides nothing, with it approves, and the context reaches the grant\'s issued event', async () => {
     const { tv, user } = await setUp();
     const flow = await requestFrom(tv.clientId, COMCAST);
     const browser = await approverAt(TELEKOM_PHONE, user);
@@ -99,7 +99,7 @@ describe('where a request came from, on the approval page', () => {
     expect(confirmed.body).toContain('is now connected to your account');
     t.clock.advance(flow.interval);
     expect((await pollFrom(tv.clientId, flow)).statusCode).toBe(200);
-    const event = await t.deps.db.selectFrom('link_events').select(['details']).where('user_id', '=', user.userId).where('event', '=', 'issued').executeTakeFirstOrThrow();
+    const event = await t.deps.db.selectFrom('grant_events').select(['details']).where('user_id', '=', user.userId).where('event', '=', 'issued').executeTakeFirstOrThrow();
     expect(event.details).toMatchObject({ signals: ['country_mismatch'], action: 'confirm', requester: { country: 'US' }, approver: { country: 'DE' } });
     const metrics = await t.deps.metrics.registry.getSingleMetricAsString('device_auth_proximity_decisions_total');
     expect(metrics).toContain('decision="approved",signal="country_mismatch"} 1');

@@ -27,7 +27,7 @@ import {
  * A real PostgreSQL (a throwaway cluster of the test's own) stopped and started under
  * continuous traffic against the real server process: while it is down the server answers 503
  * (temporarily_unavailable on OAuth endpoints) and /readyz fails, the process stays up, and it
- * recovers by itself when the database returns. Afterwards nothing was delivered twice, no chain
+ * recovers by itself when the database returns. Afterwards nothing was delivered twice, no grant
  * has two live refresh tokens and no approval was lost.
  *
  * A 503 whose COMMIT did go through (the connection dropped before its answer came back) is the
@@ -47,7 +47,7 @@ const READYZ_BOUND_MS = 7_000;
 /** From the database accepting connections again to requests succeeding, without a restart. */
 const RECOVERY_BOUND_MS = 10_000;
 const DEVICE_WORKERS = 3;
-const CHAINS = 3;
+const GRANTS = 3;
 const METRICS_TOKEN = 'outage-metrics-token-0123456789';
 
 interface Exchange {
@@ -71,7 +71,7 @@ interface Flow {
   spentUnseen: boolean;
 }
 
-interface Chain {
+interface GrantHolder {
   current: TokenSet;
   rotations: number;
   /** The current token was presented and answered 503: it may have been rotated unseen. */
@@ -140,9 +140,9 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
       }
     }
 
-    // --- Traffic: device flows approved on the pages, refresh chains, introspection, probes.
+    // --- Traffic: device flows approved on the pages, refresh rotations, introspection, probes.
     const flows: Flow[] = [];
-    const chains: Chain[] = [];
+    const holders: GrantHolder[] = [];
     // One browser per device worker, one approving codes issued just before each outage, one for the test's own checks.
     const signedInBrowser = async () => {
       const browser = new WebBrowser(url);
@@ -153,8 +153,8 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
     for (let i = 0; i < DEVICE_WORKERS; i++) workerBrowsers.push(await signedInBrowser());
     const approverBrowser = await signedInBrowser();
     const probeBrowser = await signedInBrowser();
-    for (let i = 0; i < CHAINS; i++) {
-      chains.push({ current: await deviceSignInOverHttp(probeBrowser, tv, { issue: url, approve: url, redeem: url }, SCOPE), rotations: 0, uncertain: false });
+    for (let i = 0; i < GRANTS; i++) {
+      holders.push({ current: await deviceSignInOverHttp(probeBrowser, tv, { issue: url, approve: url, redeem: url }, SCOPE), rotations: 0, uncertain: false });
     }
 
     async function approve(browser: WebBrowser, flow: Flow): Promise<void> {
@@ -212,18 +212,18 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
       }
     }
 
-    async function chainWorker(chain: Chain): Promise<void> {
+    async function grantWorker(holder: GrantHolder): Promise<void> {
       for (let n = 0; n < 500 && !stopping && Date.now() < hardDeadline; n++) {
         await sleep(150);
-        const answer = await call('token: refresh_token', () => refreshOverHttp(url, tv, chain.current.refresh_token!));
+        const answer = await call('token: refresh_token', () => refreshOverHttp(url, tv, holder.current.refresh_token!));
         if (answer.status === 200) {
-          chain.current = answer.json<TokenSet>();
-          chain.rotations++;
-          chain.uncertain = false;
+          holder.current = answer.json<TokenSet>();
+          holder.rotations++;
+          holder.uncertain = false;
         } else if (answer.status === 503) {
-          chain.uncertain = true;
+          holder.uncertain = true;
         } else {
-          chain.refused = { body: answer.body, afterUncertain: chain.uncertain };
+          holder.refused = { body: answer.body, afterUncertain: holder.uncertain };
           return;
         }
       }
@@ -232,10 +232,10 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
     async function readers(): Promise<void> {
       for (let n = 0; n < 1000 && !stopping && Date.now() < hardDeadline; n++) {
         await sleep(150);
-        const chain = chains[n % CHAINS]!;
+        const holder = holders[n % GRANTS]!;
         await Promise.all([
-          call('introspection', () => introspectOverHttp(url, rs, chain.current.access_token)),
-          call('userinfo', () => userinfoOverHttp(url, chain.current.access_token)),
+          call('introspection', () => introspectOverHttp(url, rs, holder.current.access_token)),
+          call('userinfo', () => userinfoOverHttp(url, holder.current.access_token)),
           call('readyz', () => send(`${url}/readyz`)),
           call('healthz', () => send(`${url}/healthz`)),
         ]);
@@ -244,7 +244,7 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
 
     const traffic = Promise.all([
       ...workerBrowsers.map(deviceWorker),
-      ...chains.map(chainWorker),
+      ...holders.map(grantWorker),
       readers(),
     ]);
     // A worker's failure stops the waits below at once and surfaces when the traffic is awaited.
@@ -268,7 +268,7 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
     };
 
     try {
-      const warm = await pause(30_000, () => flows.filter((f) => f.delivered === 1).length >= 2 && chains.every((c) => c.rotations >= 2));
+      const warm = await pause(30_000, () => flows.filter((f) => f.delivered === 1).length >= 2 && holders.every((c) => c.rotations >= 2));
       expect(warm, 'traffic flows before the outage').toBe(true);
 
       // Approved before the outages, polled only during and after them.
@@ -317,7 +317,7 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
       await stopTraffic();
       await checkTraffic(exchanges, outages);
       await checkDeviceRequests(flows);
-      await checkChains(chains);
+      await checkGrants(holders);
 
       expect(server.child.exitCode).toBeNull();
       // The token metrics never counted the outage as server errors (a grant that failed after
@@ -448,11 +448,11 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
       expect([again.status, again.json().error]).toEqual([400, 'invalid_grant']);
     }
 
-    // No approved request lost its approval: each one is redeemed with a link. If the device did
+    // No approved request lost its approval: each one is redeemed with a grant. If the device did
     // not get its tokens, that is only because its poll was answered 503 while the redemption committed.
     const rows = await db
       .selectFrom('device_requests')
-      .select(['device_code_hash', 'status', 'link_id'])
+      .select(['device_code_hash', 'status', 'grant_id'])
       .execute();
     const byHash = new Map(rows.map((r) => [Buffer.from(r.device_code_hash).toString('hex'), r]));
     for (const flow of flows.filter((f) => f.approval === 'confirmed')) {
@@ -464,46 +464,46 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
         flow.delivered++;
         continue;
       }
-      expect([flow.issued.user_code, row?.status, row?.link_id === null]).toEqual([flow.issued.user_code, 'redeemed', false]);
+      expect([flow.issued.user_code, row?.status, row?.grant_id === null]).toEqual([flow.issued.user_code, 'redeemed', false]);
       if (flow.delivered === 0) expect({ spentUnseen: flow.spentUnseen, ambiguousPoll: flow.ambiguousPoll }).toEqual({ spentUnseen: true, ambiguousPoll: true });
     }
 
-    // One sign-in (device link) per redeemed request, never two.
-    const counts = await sql<{ redeemed: string; without_link: string; links: string; shared_links: string }>`
+    // One grant per redeemed request, never two.
+    const counts = await sql<{ redeemed: string; without_grant: string; grants: string; shared_grants: string }>`
       SELECT (SELECT count(*) FROM device_requests WHERE status = 'redeemed') AS redeemed,
-             (SELECT count(*) FROM device_requests WHERE status = 'redeemed' AND link_id IS NULL) AS without_link,
-             (SELECT count(*) FROM device_links) AS links,
-             (SELECT count(*) FROM (SELECT link_id FROM device_requests WHERE link_id IS NOT NULL GROUP BY link_id HAVING count(*) > 1) s) AS shared_links`.execute(db);
+             (SELECT count(*) FROM device_requests WHERE status = 'redeemed' AND grant_id IS NULL) AS without_grant,
+             (SELECT count(*) FROM grants) AS grants,
+             (SELECT count(*) FROM (SELECT grant_id FROM device_requests WHERE grant_id IS NOT NULL GROUP BY grant_id HAVING count(*) > 1) s) AS shared_grants`.execute(db);
     const c = counts.rows[0]!;
-    expect(Number(c.without_link)).toBe(0);
-    expect(Number(c.shared_links)).toBe(0);
-    expect(Number(c.links)).toBe(Number(c.redeemed));
+    expect(Number(c.without_grant)).toBe(0);
+    expect(Number(c.shared_grants)).toBe(0);
+    expect(Number(c.grants)).toBe(Number(c.redeemed));
   }
 
-  async function checkChains(chains: Chain[]): Promise<void> {
+  async function checkGrants(holders: GrantHolder[]): Promise<void> {
     const db = database.handle.db;
-    // Every link names as current a token the chain was given (a rotation never half-happened).
-    const dangling = await sql<{ link_id: string }>`
-      SELECT l.link_id FROM device_links l
+    // Every grant names as current a token the grant was given (a rotation never half-happened).
+    const dangling = await sql<{ grant_id: string }>`
+      SELECT l.grant_id FROM grants l
       WHERE l.current_refresh_hash IS NOT NULL
-        AND NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.token_hash = l.current_refresh_hash AND r.link_id = l.link_id)`.execute(db);
+        AND NOT EXISTS (SELECT 1 FROM refresh_tokens r WHERE r.token_hash = l.current_refresh_hash AND r.grant_id = l.grant_id)`.execute(db);
     expect(dangling.rows).toEqual([]);
 
-    for (const chain of chains) {
-      expect(chain.rotations).toBeGreaterThan(0);
-      if (chain.refused) {
+    for (const holder of holders) {
+      expect(holder.rotations).toBeGreaterThan(0);
+      if (holder.refused) {
         // Only a rotation that committed while the client got a 503, then a replay of the old token.
-        expect(chain.refused.afterUncertain, chain.refused.body).toBe(true);
+        expect(holder.refused.afterUncertain, holder.refused.body).toBe(true);
         continue;
       }
-      // The token the client holds is the one its chain's link names as current, and it still works.
-      const link = await db
-        .selectFrom('device_links')
+      // The token the client holds is the one its grant names as current, and it still works.
+      const grant = await db
+        .selectFrom('grants')
         .select('current_refresh_hash')
-        .where('link_id', '=', (eb) => eb.selectFrom('refresh_tokens').select('link_id').where('token_hash', '=', hashOpaque(chain.current.refresh_token!)))
+        .where('grant_id', '=', (eb) => eb.selectFrom('refresh_tokens').select('grant_id').where('token_hash', '=', hashOpaque(holder.current.refresh_token!)))
         .executeTakeFirstOrThrow();
-      expect(Buffer.from(link.current_refresh_hash ?? []).toString('hex')).toEqual(Buffer.from(hashOpaque(chain.current.refresh_token!)).toString('hex'));
-      expect((await refreshOverHttp(server.url, tv, chain.current.refresh_token!)).status).toBe(200);
+      expect(Buffer.from(grant.current_refresh_hash ?? []).toString('hex')).toEqual(Buffer.from(hashOpaque(holder.current.refresh_token!)).toString('hex'));
+      expect((await refreshOverHttp(server.url, tv, holder.current.refresh_token!)).status).toBe(200);
     }
   }
 });

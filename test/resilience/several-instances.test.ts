@@ -192,7 +192,7 @@ describe.skipIf(!runnable)('two server processes on one PostgreSQL database (nev
     expect(refreshed.json().error).toBe('invalid_grant');
   });
 
-  it('a refresh token rotated on one and replayed on the other revokes the chain on both', async () => {
+  it('a refresh token rotated on one and replayed on the other revokes the grant on both', async () => {
     const browser = new WebBrowser(b.url);
     await signInOverHttp(browser, user);
     const first = await deviceSignInOverHttp(browser, tv, { issue: b.url, approve: b.url, redeem: b.url });

@@ -152,7 +152,7 @@ export function adminClientRoutes(app: AdminApp, deps: Deps): void {
     {
       schema: {
         tags,
-        summary: 'Delete the app with every chain, token and pending request it has',
+        summary: 'Delete the app with every grant, token and pending request it has',
         params: clientIdParam,
         response: { 200: deleted, ...problems },
       },

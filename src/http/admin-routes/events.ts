@@ -12,7 +12,7 @@ export function adminEventRoutes(app: AdminApp, deps: Deps): void {
     {
       schema: {
         tags: ['events'],
-        summary: 'What happened to chains and why (issued, rotated, revoked with the reason), oldest first',
+        summary: 'What happened to grants and why (issued, rotated, revoked with the reason), oldest first',
         querystring: z.object({
           ...pageQuery,
           user: emailText.optional().describe('only this user\'s (email)'),

@@ -8,7 +8,7 @@ export function adminHousekeepingRoutes(app: AdminApp, deps: Deps): void {
     {
       schema: {
         tags: ['housekeeping'],
-        summary: 'Delete expired requests, sessions, tokens and long-ended chains now (joins a run in progress)',
+        summary: 'Delete expired requests, sessions, tokens and long-ended grants now (joins a run in progress)',
         response: { 200: purged, ...problems },
       },
     },

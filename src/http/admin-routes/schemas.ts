@@ -59,7 +59,7 @@ export const userView = z.object({
 });
 
 export const deviceView = z.object({
-  link_id: z.string(),
+  grant_id: z.string(),
   client_id: z.string(),
   app: z.string(),
   platform_name: z.string().nullable().describe('what the device said about itself, unverified'),
@@ -81,7 +81,7 @@ export const eventView = z.object({
   at: z.string(),
   event: z.string(),
   reason: z.string().nullable(),
-  link_id: z.string(),
+  grant_id: z.string(),
   user_id: z.string(),
   client_id: z.string(),
   app: z.string(),
@@ -92,7 +92,7 @@ const purgedCounts = z.object({
   deviceRequests: z.number(),
   browserSessions: z.number(),
   accessTokens: z.number(),
-  links: z.number(),
+  grants: z.number(),
   rateLimitCounters: z.number(),
   platformIcons: z.number(),
 });

@@ -12,7 +12,7 @@ import { CLIENT_ID_SYNTAX } from '../../oauth/client-auth.js';
 const tags = ['users'];
 const noUser = (email: string) => notFound(`no user ${normaliseEmail(email)}: see GET /admin/users?search=`);
 
-/** Where a change made through the admin API is recorded as coming from in the chain's events. */
+/** Where a change made through the admin API is recorded as coming from in the grant's events. */
 const ADMIN_ORIGIN = null;
 
 export function adminUserRoutes(app: AdminApp, deps: Deps): void {
@@ -69,16 +69,16 @@ export function adminUserRoutes(app: AdminApp, deps: Deps): void {
     {
       schema: {
         tags,
-        summary: 'Ban: every chain and session ends at once, sign-in is refused',
+        summary: 'Ban: every grant and session ends at once, sign-in is refused',
         params: emailParam,
-        response: { 200: z.object({ user_id: z.string(), banned: z.literal(true), revoked_chains: z.number() }), ...problems },
+        response: { 200: z.object({ user_id: z.string(), banned: z.literal(true), revoked_grants: z.number() }), ...problems },
       },
     },
     async (request) => {
       const email = normaliseEmail(request.params.email);
       const result = await banUser(deps.db, email, deps.clock.now());
       if (!result) throw noUser(email);
-      request.audit = { action: 'user.ban', target: email, details: { revoked_chains: result.revoked_chains } };
+      request.audit = { action: 'user.ban', target: email, details: { revoked_grants: result.revoked_grants } };
       return { ...result, banned: true as const };
     },
   );
@@ -107,7 +107,7 @@ export function adminUserRoutes(app: AdminApp, deps: Deps): void {
     {
       schema: {
         tags,
-        summary: 'Delete the user with their sessions, chains, tokens and events',
+        summary: 'Delete the user with their sessions, grants, tokens and events',
         params: emailParam,
         response: { 200: deleted, ...problems },
       },
@@ -131,7 +131,7 @@ export function adminUserRoutes(app: AdminApp, deps: Deps): void {
       const devices = await listDevices(deps, user.user_id);
       return {
         items: devices.map((d) => ({
-          link_id: d.linkId,
+          grant_id: d.grantId,
           client_id: d.clientId,
           app: d.appName,
           platform_name: d.platformName,
@@ -144,20 +144,20 @@ export function adminUserRoutes(app: AdminApp, deps: Deps): void {
   );
 
   app.delete(
-    '/admin/users/:email/devices/:linkId',
+    '/admin/users/:email/devices/:grantId',
     {
       schema: {
         tags,
         summary: 'Sign one device out, as the user\'s Devices page does: its tokens stop at once',
-        params: emailParam.extend({ linkId: z.uuid() }),
+        params: emailParam.extend({ grantId: z.uuid() }),
         response: { 200: z.object({ signed_out: z.literal(true) }), ...problems },
       },
     },
     async (request) => {
       const user = await userOrThrow(request.params.email);
-      const outcome = await signOutDevice(deps, user.user_id, request.params.linkId, ADMIN_ORIGIN);
-      if (outcome === 'not_found') throw notFound(`no signed-in device ${request.params.linkId} of ${user.email}`);
-      request.audit = { action: 'user.device.sign_out', target: user.email, details: { link_id: request.params.linkId } };
+      const outcome = await signOutDevice(deps, user.user_id, request.params.grantId, ADMIN_ORIGIN);
+      if (outcome === 'not_found') throw notFound(`no signed-in device ${request.params.grantId} of ${user.email}`);
+      request.audit = { action: 'user.device.sign_out', target: user.email, details: { grant_id: request.params.grantId } };
       return { signed_out: true as const };
     },
   );
@@ -181,7 +181,7 @@ export function adminUserRoutes(app: AdminApp, deps: Deps): void {
     {
       schema: {
         tags,
-        summary: 'Remove an app\'s access, as the Connected apps page does: every chain of it ends',
+        summary: 'Remove an app\'s access, as the Connected apps page does: every grant of it ends',
         params: emailParam.extend({ clientId: z.string().regex(CLIENT_ID_SYNTAX, 'not a client id') }),
         response: { 200: z.object({ removed: z.literal(true) }), ...problems },
       },

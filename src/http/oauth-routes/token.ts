@@ -4,7 +4,7 @@ import type { Deps } from '../../deps.js';
 import { isDatabaseUnavailable } from '../../db/unavailable.js';
 import { identifyClient, requireGrantType } from '../../oauth/client-auth.js';
 import { OAuthError, unsupportedGrantType } from '../../oauth/errors.js';
-import { grants } from '../../oauth/grants/index.js';
+import { grantTypes } from '../../oauth/grant-types/index.js';
 import { parseForm } from '../form.js';
 import { sendOAuthError } from '../plugins/error-handler.js';
 import { consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
@@ -23,30 +23,30 @@ export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
     const perAddress = consumeOAuthLimit(deps, 'tokenPerIp', limitedAddress(deps, request));
     if (perAddress) await perAddress;
     const form = parseForm(tokenForm, request.body);
-    // The grants refuse a disabled app in the same statement that does their work.
+    // The grant types' handlers refuse a disabled app in the same statement that does their work.
     const client = await identifyClient(deps.clients, clientCredentials(request, form, { secretInBody: true }));
     const perApp = consumeOAuthLimit(deps, 'tokenPerClient', client.clientId);
     if (perApp) await perApp;
-    const grant = grants.get(form.grant_type);
-    if (!grant) throw unsupportedGrantType(`grant_type ${form.grant_type} is not supported`);
-    requireGrantType(client, grant.grantType);
-    const parameters = parseForm(grant.parameters, request.body);
+    const grantType = grantTypes.get(form.grant_type);
+    if (!grantType) throw unsupportedGrantType(`grant_type ${form.grant_type} is not supported`);
+    requireGrantType(client, grantType.grantType);
+    const parameters = parseForm(grantType.parameters, request.body);
     let response;
     try {
-      response = await grant.handle(deps, client, parameters, { ip: request.ip });
+      response = await grantType.handle(deps, client, parameters, { ip: request.ip });
     } catch (error) {
       if (error instanceof OAuthError) {
-        deps.metrics.tokenRequests.inc({ grant_type: grant.grantType, outcome: error.error });
+        deps.metrics.tokenRequests.inc({ grant_type: grantType.grantType, outcome: error.error });
         // Most polls end here (authorization_pending): answered directly, as the error handler
         // would, without a rejected promise's trip through fastify's error path.
         return sendOAuthError(reply, error);
       }
       // Named as the error handler will answer it.
       const outcome = isDatabaseUnavailable(error) ? 'temporarily_unavailable' : 'server_error';
-      deps.metrics.tokenRequests.inc({ grant_type: grant.grantType, outcome });
+      deps.metrics.tokenRequests.inc({ grant_type: grantType.grantType, outcome });
       throw error;
     }
-    deps.metrics.tokenRequests.inc({ grant_type: grant.grantType, outcome: 'issued' });
+    deps.metrics.tokenRequests.inc({ grant_type: grantType.grantType, outcome: 'issued' });
     // RFC 6749 §5.1: token responses must not be cached.
     return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').send(response);
   });

@@ -24,7 +24,7 @@ const clientId = z.string().regex(CLIENT_ID_SYNTAX, 'not a client_id');
 // A notice parameter that is not well formed is ignored: it only ever adds a line of text.
 const devicesQuery = z.object({ signed_out: z.uuid().optional().catch(undefined) });
 const appsQuery = z.object({ removed: clientId.optional().catch(undefined) });
-const signOutForm = z.object({ link_id: z.uuid() });
+const signOutForm = z.object({ grant_id: z.uuid() });
 const removeForm = z.object({ client_id: clientId });
 
 function renderDevices(request: FastifyRequest, reply: FastifyReply, page: DevicesPage, message: MessageKey | null = null, status = 200) {
@@ -51,8 +51,8 @@ export function accountRoutes(app: FastifyInstance, deps: Deps): void {
     const user = request.session?.user;
     if (!user) return reply.redirect(signInUrl(DEVICES_PATH), 303);
     const form = parsePageForm(signOutForm, request.body);
-    const outcome = await signOutDevice(deps, user.userId, form.link_id, request.ip);
-    if (outcome === 'signed_out') return reply.redirect(`${DEVICES_PATH}?signed_out=${form.link_id}`, 303);
+    const outcome = await signOutDevice(deps, user.userId, form.grant_id, request.ip);
+    if (outcome === 'signed_out') return reply.redirect(`${DEVICES_PATH}?signed_out=${form.grant_id}`, 303);
     return renderDevices(request, reply, await devicesPage(deps, user.userId, {}), 'devices.not_found', 404);
   });
 

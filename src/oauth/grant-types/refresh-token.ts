@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { addSeconds } from '../../lib/clock.js';
 import { rotateRefreshToken } from '../../repositories/refresh-tokens.js';
-import { revokeAndCountChains } from '../chains.js';
+import { revokeAndCountGrants } from '../grant-revocation.js';
 import { DISABLED_APP, refuseIfDisabled, type Client } from '../client-auth.js';
 import { invalidClient, invalidGrant, invalidScope } from '../errors.js';
 import { signIdToken } from '../id-token.js';
@@ -23,13 +23,13 @@ const UNKNOWN = 'the refresh token is invalid, expired or revoked';
 
 /**
  * RFC 6749 §6 with rotation (RFC 9700 §4.14.2): every refresh replaces the presented token, and
- * a replaced token presented again means two parties hold the chain, so the whole chain is
+ * a replaced token presented again means two parties hold the grant, so the whole grant is
  * revoked. The rotation is one SQL statement (see rotateRefreshToken); the only other database
  * work is on failure paths.
  *
  * Two refreshes racing with the same token: the database serialises them on the token's row, so
  * exactly one rotates. The loser cannot be told apart from a replay of a stolen token (it too
- * presents a token that has just been replaced), so it gets invalid_grant and the chain is
+ * presents a token that has just been replaced), so it gets invalid_grant and the grant is
  * revoked, the winner's brand-new tokens included. A client must not refresh concurrently; one
  * that does signs its user out of that device, and never ends up with two live successors.
  */
@@ -65,7 +65,7 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
   if (outcome.client_disabled) throw invalidClient(DISABLED_APP);
   if (!outcome.rotated) {
     if (!outcome.live) throw invalidGrant(UNKNOWN);
-    if (outcome.replaced) return revokeReusedChain(deps, outcome, context);
+    if (outcome.replaced) return revokeReusedGrant(deps, outcome, context);
     if (outcome.expired) throw invalidGrant('the refresh token has expired; sign the device in again');
     if (!outcome.scope_ok) {
       // RFC 6749 §6: the scope may narrow what was granted, never widen it.
@@ -73,7 +73,7 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       throw invalidScope('scope exceeds what was granted');
     }
     // Current, live and in scope, yet not rotated: a concurrent refresh replaced it first.
-    return revokeReusedChain(deps, outcome, context);
+    return revokeReusedGrant(deps, outcome, context);
   }
 
   const scopes = requested ?? outcome.scopes;
@@ -97,7 +97,7 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
 }
 
 /** Committed before invalid_grant goes out: a throw inside a transaction would roll it back. */
-async function revokeReusedChain(deps: Deps, outcome: { link_id: string }, context: GrantContext): Promise<never> {
-  await revokeAndCountChains(deps, { linkId: outcome.link_id }, 'reuse_detected', context.ip);
-  throw invalidGrant('the refresh token was already used; the sign-in has been revoked for safety');
+async function revokeReusedGrant(deps: Deps, outcome: { grant_id: string }, context: GrantContext): Promise<never> {
+  await revokeAndCountGrants(deps, { grantId: outcome.grant_id }, 'reuse_detected', context.ip);
+  throw invalidGrant('the refresh token was already used; the grant has been revoked for safety');
 }

@@ -1,6 +1,6 @@
 import type { Database } from '../db/connect.js';
 
-export interface LinkEventFilter {
+export interface GrantEventFilter {
   userId?: string | undefined;
   clientId?: string | undefined;
   /** Only events at or after this time. */
@@ -10,12 +10,12 @@ export interface LinkEventFilter {
   limit: number;
 }
 
-/** Chain events in the order they happened, with the app they belong to. */
-export async function listLinkEvents(db: Database, filter: LinkEventFilter) {
+/** Grant events in the order they happened, with the app they belong to. */
+export async function listGrantEvents(db: Database, filter: GrantEventFilter) {
   let query = db
-    .selectFrom('link_events as e')
+    .selectFrom('grant_events as e')
     .innerJoin('clients as c', 'c.client_id', 'e.client_id')
-    .select(['e.event_id', 'e.created_at', 'e.link_id', 'e.user_id', 'e.client_id', 'c.name as client_name', 'e.event', 'e.reason', 'e.client_ip'])
+    .select(['e.event_id', 'e.created_at', 'e.grant_id', 'e.user_id', 'e.client_id', 'c.name as client_name', 'e.event', 'e.reason', 'e.client_ip'])
     .orderBy('e.event_id', 'asc')
     .limit(filter.limit);
   if (filter.userId !== undefined) query = query.where('e.user_id', '=', filter.userId);

@@ -9,7 +9,7 @@ export interface GrantContext {
 }
 
 /** One module per grant type, all of this shape, dispatched by the token route. */
-export interface Grant<S extends z.ZodType = z.ZodType> {
+export interface GrantType<S extends z.ZodType = z.ZodType> {
   grantType: string;
   parameters: S;
   handle(deps: Deps, client: Client, form: z.output<S>, context: GrantContext): Promise<TokenResponse>;

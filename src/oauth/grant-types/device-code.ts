@@ -1,13 +1,13 @@
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { addSeconds } from '../../lib/clock.js';
-import { insertDeviceLink, insertLinkEvent } from '../../repositories/device-links.js';
+import { insertGrant, insertGrantEvent } from '../../repositories/grants.js';
 import { lockUserForIssuance } from '../../repositories/users.js';
 import {
   denyRedeemedForBannedUser,
   recordDevicePoll,
   redeemApprovedRequest,
-  setDeviceRequestLink,
+  setDeviceRequestGrant,
 } from '../../repositories/device-requests.js';
 import { DISABLED_APP, refuseIfDisabled, type Client } from '../client-auth.js';
 import { accessDenied, authorizationPending, expiredToken, invalidClient, invalidGrant, slowDown } from '../errors.js';
@@ -65,14 +65,14 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     }
     const withRefresh = receivesRefreshTokens(client);
     const tokens = mintOpaqueTokens(withRefresh);
-    const linkId = await insertDeviceLink(trx, {
+    const grantId = await insertGrant(trx, {
       user_id: redeemed.user_id,
       client_id: client.clientId,
       scopes: redeemed.scopes,
       platform_name: redeemed.platform_name,
       platform_description: redeemed.platform_description,
       platform_icon: redeemed.platform_icon,
-      // An icon still being fetched at redemption (a few seconds at most) stays off the link.
+      // An icon still being fetched at redemption (a few seconds at most) stays off the grant.
       platform_icon_sha256: redeemed.platform_icon_sha256,
       auth_time: redeemed.auth_time,
       created_at: now,
@@ -82,10 +82,10 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       expires_at: addSeconds(now, withRefresh ? deps.config.refreshTokenTtl : deps.config.accessTokenTtl),
       current_refresh_hash: tokens.refresh?.hash ?? null,
     });
-    await setDeviceRequestLink(trx, poll.request_id, linkId);
-    await storeOpaqueTokens(trx, deps, { linkId, userId: redeemed.user_id, clientId: client.clientId, scopes: redeemed.scopes }, tokens, now);
-    await insertLinkEvent(trx, {
-      link_id: linkId,
+    await setDeviceRequestGrant(trx, poll.request_id, grantId);
+    await storeOpaqueTokens(trx, deps, { grantId, userId: redeemed.user_id, clientId: client.clientId, scopes: redeemed.scopes }, tokens, now);
+    await insertGrantEvent(trx, {
+      grant_id: grantId,
       user_id: redeemed.user_id,
       client_id: client.clientId,
       event: 'issued',

@@ -1,0 +1,61 @@
+import type { Transaction } from 'kysely';
+import type { DB } from '../db/schema.js';
+import type { Deps } from '../deps.js';
+import { deleteAccessTokensOfGrants } from '../repositories/access-tokens.js';
+import { insertGrantEvents, revokeLiveGrants, type RevokedGrant } from '../repositories/grants.js';
+
+/** Why a grant ended, as recorded in grant_events. */
+export type RevocationReason =
+  | 'reuse_detected'
+  | 'revoked_by_app'
+  | 'signed_out_by_user'
+  | 'access_removed'
+  | 'user_banned';
+
+/**
+ * Revokes whole grants, in the caller's transaction: their refresh tokens stop
+ * because a rotation needs a live grant, and their access tokens are deleted, so both stop at the
+ * commit. Records one event per grant.
+ */
+export async function revokeGrants(
+  trx: Transaction<DB>,
+  filter: { grantId?: string; userId?: string; clientId?: string },
+  reason: RevocationReason,
+  context: { now: Date; ip: string | null },
+): Promise<RevokedGrant[]> {
+  const revoked = await revokeLiveGrants(trx, filter, reason, context.now);
+  // A statement of its own, after the grants are locked: a rotation that committed while this
+  // transaction waited for a grant's lock added an access token this statement's (newer) snapshot
+  // sees. In the same statement as the UPDATE (one CTE, one snapshot) that token would survive.
+  // A rotation that comes after the lock finds the grant revoked and adds none.
+  await deleteAccessTokensOfGrants(trx, revoked.map((grant) => grant.grant_id));
+  await insertGrantEvents(
+    trx,
+    revoked.map((grant) => ({
+      grant_id: grant.grant_id,
+      user_id: grant.user_id,
+      client_id: grant.client_id,
+      event: 'revoked',
+      reason,
+      client_ip: context.ip,
+      created_at: context.now,
+    })),
+  );
+  return revoked;
+}
+
+/**
+ * revokeGrants in a transaction of its own, so the grants and their events commit together,
+ * counted by reason in the metrics. For callers that revoke as one step of their own.
+ */
+export async function revokeAndCountGrants(
+  deps: Deps,
+  filter: { grantId?: string; userId?: string; clientId?: string },
+  reason: RevocationReason,
+  ip: string | null,
+): Promise<RevokedGrant[]> {
+  const now = deps.clock.now();
+  const revoked = await deps.db.transaction().execute((trx) => revokeGrants(trx, filter, reason, { now, ip }));
+  deps.metrics.grantRevocations.inc({ reason }, revoked.length);
+  return revoked;
+}
