@@ -5,6 +5,7 @@ import { revokeAndCountGrants } from '../oauth/grant-revocation.js';
 import { findClient } from '../repositories/clients.js';
 import { findGrantOfUser, listAppsWithLiveGrants, listLiveGrantsOfUser } from '../repositories/grants.js';
 import { listApprovedAwaitingDevice } from '../repositories/device-requests.js';
+import { forgetConsent, listConsentsOfUser } from '../repositories/consents.js';
 
 /** A grant of a TV / device app or a bot is a device; a web app's grant is not, though it is a connected app. */
 const DEVICE_KINDS: readonly ClientKind[] = ['tv', 'bot'];
@@ -75,16 +76,33 @@ export async function listDevices(deps: Deps, userId: string): Promise<DeviceVie
   }));
 }
 
-/** Every app, of any kind, with at least one live grant of the user. */
+/**
+ * Every app, of any kind, with at least one live grant of the user, or the user's consent (a web
+ * app keeps it after its tokens ended, and would sign the user in again without asking).
+ */
 export async function listConnectedApps(deps: Deps, userId: string): Promise<ConnectedAppView[]> {
-  const rows = await listAppsWithLiveGrants(deps.db, userId, deps.clock.now());
-  return rows.map((row) => ({
+  const [rows, consents] = await Promise.all([listAppsWithLiveGrants(deps.db, userId, deps.clock.now()), listConsentsOfUser(deps.db, userId)]);
+  const apps: ConnectedAppView[] = rows.map((row) => ({
     clientId: row.client_id,
     appName: row.client_name,
     appKind: row.client_kind,
     devices: DEVICE_KINDS.includes(row.client_kind) ? row.live_grants : null,
     lastUsedAt: row.last_used_at,
   }));
+  const listed = new Set(apps.map((app) => app.clientId));
+  const consentOnly = consents
+    .filter((consent) => !listed.has(consent.client_id))
+    .map((consent) => ({
+      clientId: consent.client_id,
+      appName: consent.client_name,
+      appKind: consent.client_kind,
+      devices: DEVICE_KINDS.includes(consent.client_kind) ? 0 : null,
+      lastUsedAt: consent.granted_at,
+    }));
+  if (consentOnly.length === 0) return apps;
+  const byName = (a: ConnectedAppView, b: ConnectedAppView) =>
+    a.appName === b.appName ? (a.clientId < b.clientId ? -1 : 1) : a.appName < b.appName ? -1 : 1;
+  return [...apps, ...consentOnly].sort(byName);
 }
 
 /**
@@ -129,8 +147,10 @@ export async function signOutDevice(deps: Deps, userId: string, grantId: string,
 
 export type RemoveAccessOutcome = 'removed' | 'not_found';
 
-/** Revokes every grant of one app for this user (devices and web alike); other users keep theirs. */
+/** Revokes every grant of one app for this user (devices and web alike) and forgets their consent; other users keep theirs. */
 export async function removeAppAccess(deps: Deps, userId: string, clientId: string, ip: string | null): Promise<RemoveAccessOutcome> {
   const revoked = await revokeAndCountGrants(deps, { userId, clientId }, 'access_removed', ip);
-  return revoked.length > 0 ? 'removed' : 'not_found';
+  // After the tokens: the consent is what would let the app sign the user in again without asking.
+  const forgotten = await forgetConsent(deps.db, userId, clientId);
+  return revoked.length > 0 || forgotten ? 'removed' : 'not_found';
 }

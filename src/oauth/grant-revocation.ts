@@ -7,6 +7,8 @@ import { insertGrantEvents, revokeLiveGrants, type RevokedGrant } from '../repos
 /** Why a grant ended, as recorded in grant_events. */
 export type RevocationReason =
   | 'reuse_detected'
+  /** RFC 6749 §4.1.2: an authorization code redeemed twice revokes what the first redemption issued. */
+  | 'code_replayed'
   | 'revoked_by_app'
   | 'signed_out_by_user'
   | 'access_removed'

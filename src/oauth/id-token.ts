@@ -11,9 +11,17 @@ export interface IdTokenSubject {
 }
 
 /** OpenID Connect Core §2: RS256, kid in the header, claims by granted scope. */
-export async function signIdToken(deps: Deps, clientId: string, subject: IdTokenSubject, scopes: readonly string[]): Promise<string> {
+export async function signIdToken(
+  deps: Deps,
+  clientId: string,
+  subject: IdTokenSubject,
+  scopes: readonly string[],
+  nonce: string | null = null,
+): Promise<string> {
   const now = deps.clock.now();
   const claims: Record<string, unknown> = { auth_time: epochSeconds(subject.authTime) };
+  // OIDC Core §3.1.3.6: the authorization request's nonce, unchanged, so the app can tie the token to its request.
+  if (nonce !== null) claims.nonce = nonce;
   if (scopes.includes('email')) Object.assign(claims, { email: subject.email, email_verified: false });
   if (scopes.includes('profile') && subject.name) claims.name = subject.name;
   return new SignJWT(claims)

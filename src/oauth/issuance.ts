@@ -2,59 +2,160 @@ import type { Transaction } from 'kysely';
 import type { DB } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { addSeconds } from '../lib/clock.js';
-import { insertAccessToken, insertRefreshToken } from '../repositories/grants.js';
+import { insertAccessToken, insertGrant, insertGrantEvent, insertRefreshToken } from '../repositories/grants.js';
+import { rotateRefreshToken, type RotationOutcome } from '../repositories/refresh-tokens.js';
 import type { Client } from './client-auth.js';
+import { signIdToken } from './id-token.js';
 import { REFRESH_TOKEN_GRANT } from './metadata.js';
-import { mintOpaque, TOKEN_PREFIX, type MintedSecret } from './tokens.js';
+import { toTokenResponse, type TokenResponse } from './token-response.js';
+import { hashOpaque, mintOpaque, TOKEN_PREFIX } from './tokens.js';
+
+/**
+ * The one place tokens are made. A grant type decides whether tokens are issued and for what
+ * (user, app, scopes, auth_time, the device if any); this module mints and stores the access and
+ * refresh tokens, creates or rotates the grant, records the event and signs the ID token. No
+ * grant type writes a token row itself.
+ */
 
 /** Refresh tokens go to the apps registered for the refresh_token grant (RFC 7591 §2). */
 export function receivesRefreshTokens(client: Pick<Client, 'grantTypes'>): boolean {
   return client.grantTypes.includes(REFRESH_TOKEN_GRANT);
 }
 
-export interface OpaqueTokens {
-  access: MintedSecret;
-  refresh: MintedSecret | null;
+/** What the device said of itself and where it was, for a grant made by the device flow. */
+export interface DeviceDetails {
+  platformName: string | null;
+  platformDescription: string | null;
+  platformIcon: string | null;
+  platformIconSha256: Uint8Array | null;
+  /** Where the device asked for its code. */
+  signedInIp: string | null;
 }
 
-/** An access token, and a refresh token when wanted; minted before the grant that names the latter. */
-export function mintOpaqueTokens(withRefreshToken: boolean): OpaqueTokens {
-  return {
-    access: mintOpaque(TOKEN_PREFIX.accessToken),
-    refresh: withRefreshToken ? mintOpaque(TOKEN_PREFIX.refreshToken) : null,
-  };
-}
-
-/** A new grant: its id, and the user and app it joins. */
-export interface NewGrant {
-  grantId: string;
-  userId: string;
-  clientId: string;
+/** A grant type's decision: tokens for this user and app, with these scopes. */
+export interface GrantDecision {
+  client: Client;
+  user: { userId: string; email: string; name: string | null };
   scopes: string[];
+  /** When the user proved who they are (the ID token's auth_time). */
+  authTime: Date;
+  /** OIDC Core §3.1.2.1: the authorization request's nonce, carried into the ID token. */
+  nonce: string | null;
+  withRefreshToken: boolean;
+  device: DeviceDetails | null;
+  /** Recorded with the grant's "issued" event. */
+  issuedBy: { reason: 'device_code' | 'authorization_code'; ip: string; details: string | null };
+  now: Date;
 }
 
-/** Stores the tokens' hashes on their grant (whose current_refresh_hash already names the refresh token). */
-export async function storeOpaqueTokens(
-  trx: Transaction<DB>,
-  deps: Deps,
-  { grantId, userId, clientId, scopes }: NewGrant,
-  { access, refresh }: OpaqueTokens,
-  now: Date,
-): Promise<void> {
+export interface IssuedGrant {
+  grantId: string;
+  response: TokenResponse;
+}
+
+/**
+ * A new grant with its first tokens, in the caller's transaction (which also holds whatever made
+ * the decision once-only: a redeemed device request, a redeemed code). The ID token is signed
+ * before the commit: if signing failed, the redemption would roll back rather than be lost.
+ */
+export async function issueNewGrant(trx: Transaction<DB>, deps: Deps, decision: GrantDecision): Promise<IssuedGrant> {
+  const { client, user, scopes, now, device } = decision;
+  const access = mintOpaque(TOKEN_PREFIX.accessToken);
+  const refresh = decision.withRefreshToken ? mintOpaque(TOKEN_PREFIX.refreshToken) : null;
+  const grantId = await insertGrant(trx, {
+    user_id: user.userId,
+    client_id: client.clientId,
+    scopes,
+    platform_name: device?.platformName ?? null,
+    platform_description: device?.platformDescription ?? null,
+    platform_icon: device?.platformIcon ?? null,
+    platform_icon_sha256: device?.platformIconSha256 ?? null,
+    auth_time: decision.authTime,
+    created_at: now,
+    last_used_at: now,
+    // A web app's token request comes from the app's server, not from where the user was.
+    signed_in_ip: device?.signedInIp ?? null,
+    last_used_ip: decision.issuedBy.ip,
+    // A grant without refresh tokens ends with its access token.
+    expires_at: addSeconds(now, refresh ? deps.config.refreshTokenTtl : deps.config.accessTokenTtl),
+    current_refresh_hash: refresh?.hash ?? null,
+  });
   await insertAccessToken(trx, {
     token_hash: access.hash,
     grant_id: grantId,
-    user_id: userId,
-    client_id: clientId,
+    user_id: user.userId,
+    client_id: client.clientId,
     scopes,
     created_at: now,
     expires_at: addSeconds(now, deps.config.accessTokenTtl),
   });
-  if (!refresh) return;
-  await insertRefreshToken(trx, {
-    token_hash: refresh.hash,
+  if (refresh) {
+    await insertRefreshToken(trx, { token_hash: refresh.hash, grant_id: grantId, created_at: now, expires_at: addSeconds(now, deps.config.refreshTokenTtl) });
+  }
+  await insertGrantEvent(trx, {
     grant_id: grantId,
+    user_id: user.userId,
+    client_id: client.clientId,
+    event: 'issued',
+    reason: decision.issuedBy.reason,
+    client_ip: decision.issuedBy.ip,
     created_at: now,
-    expires_at: addSeconds(now, deps.config.refreshTokenTtl),
+    details: decision.issuedBy.details,
   });
+  const idToken = scopes.includes('openid')
+    ? await signIdToken(deps, client.clientId, { userId: user.userId, email: user.email, name: user.name, authTime: decision.authTime }, scopes, decision.nonce)
+    : null;
+  return {
+    grantId,
+    response: toTokenResponse({ accessToken: access.value, expiresIn: deps.config.accessTokenTtl, refreshToken: refresh?.value ?? null, scopes, idToken }),
+  };
+}
+
+export type Rotation =
+  | { kind: 'rotated'; response: TokenResponse }
+  /** The token as found, not rotated: the refresh grant type says why. */
+  | { kind: 'not_rotated'; outcome: RotationOutcome }
+  /** Not a token of this app (or none at all). */
+  | { kind: 'unknown' };
+
+/**
+ * RFC 6749 §6 with rotation (RFC 9700 §4.14.2): replaces the presented refresh token and adds an
+ * access token, in one SQL statement (rotateRefreshToken), then signs the ID token. The signing
+ * comes after the commit, so a failure there would lose the rotation; signing with the in-memory
+ * key does not fail on any state of ours, and signing first would need the user, one more round trip.
+ */
+export async function rotateGrantTokens(
+  deps: Deps,
+  input: { client: Client; presentedToken: string; requestedScopes: string[] | null; ip: string },
+): Promise<Rotation> {
+  const now = deps.clock.now();
+  const refresh = mintOpaque(TOKEN_PREFIX.refreshToken);
+  const access = mintOpaque(TOKEN_PREFIX.accessToken);
+  const outcome = await rotateRefreshToken(deps.db, {
+    presentedHash: hashOpaque(input.presentedToken),
+    clientId: input.client.clientId,
+    scopes: input.requestedScopes,
+    refreshHash: refresh.hash,
+    refreshExpiresAt: addSeconds(now, deps.config.refreshTokenTtl),
+    accessHash: access.hash,
+    accessExpiresAt: addSeconds(now, deps.config.accessTokenTtl),
+    ip: input.ip,
+    now,
+  });
+  // Another app's token looks unknown and is left alone: the caller proved nothing about it.
+  if (!outcome || outcome.client_id !== input.client.clientId) return { kind: 'unknown' };
+  if (!outcome.rotated) return { kind: 'not_rotated', outcome };
+  const scopes = input.requestedScopes ?? outcome.scopes;
+  const idToken = scopes.includes('openid')
+    ? await signIdToken(
+        deps,
+        input.client.clientId,
+        { userId: outcome.user_id, email: outcome.email, name: outcome.name, authTime: outcome.auth_time },
+        scopes,
+      )
+    : null;
+  return {
+    kind: 'rotated',
+    response: toTokenResponse({ accessToken: access.value, expiresIn: deps.config.accessTokenTtl, refreshToken: refresh.value, scopes, idToken }),
+  };
 }

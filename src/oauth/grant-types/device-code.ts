@@ -1,7 +1,5 @@
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
-import { addSeconds } from '../../lib/clock.js';
-import { insertGrant, insertGrantEvent } from '../../repositories/grants.js';
 import { lockUserForIssuance } from '../../repositories/users.js';
 import {
   denyRedeemedForBannedUser,
@@ -11,10 +9,9 @@ import {
 } from '../../repositories/device-requests.js';
 import { DISABLED_APP, refuseIfDisabled, type Client } from '../client-auth.js';
 import { accessDenied, authorizationPending, expiredToken, invalidClient, invalidGrant, slowDown } from '../errors.js';
-import { signIdToken } from '../id-token.js';
-import { mintOpaqueTokens, receivesRefreshTokens, storeOpaqueTokens } from '../issuance.js';
+import { issueNewGrant, receivesRefreshTokens } from '../issuance.js';
 import { DEVICE_CODE_GRANT } from '../metadata.js';
-import { toTokenResponse, type TokenResponse } from '../token-response.js';
+import type { TokenResponse } from '../token-response.js';
 import { hashOpaque } from '../tokens.js';
 import type { GrantContext } from './types.js';
 
@@ -63,56 +60,33 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       await denyRedeemedForBannedUser(trx, poll.request_id, now);
       return { kind: 'banned' as const };
     }
-    const withRefresh = receivesRefreshTokens(client);
-    const tokens = mintOpaqueTokens(withRefresh);
-    const grantId = await insertGrant(trx, {
-      user_id: redeemed.user_id,
-      client_id: client.clientId,
+    const issued = await issueNewGrant(trx, deps, {
+      client,
+      user: { userId: redeemed.user_id, email: user.email, name: user.name },
       scopes: redeemed.scopes,
-      platform_name: redeemed.platform_name,
-      platform_description: redeemed.platform_description,
-      platform_icon: redeemed.platform_icon,
-      // An icon still being fetched at redemption (a few seconds at most) stays off the grant.
-      platform_icon_sha256: redeemed.platform_icon_sha256,
-      auth_time: redeemed.auth_time,
-      created_at: now,
-      last_used_at: now,
-      signed_in_ip: redeemed.requester_ip,
-      last_used_ip: context.ip,
-      expires_at: addSeconds(now, withRefresh ? deps.config.refreshTokenTtl : deps.config.accessTokenTtl),
-      current_refresh_hash: tokens.refresh?.hash ?? null,
+      authTime: redeemed.auth_time,
+      nonce: null,
+      withRefreshToken: receivesRefreshTokens(client),
+      device: {
+        platformName: redeemed.platform_name,
+        platformDescription: redeemed.platform_description,
+        platformIcon: redeemed.platform_icon,
+        // An icon still being fetched at redemption (a few seconds at most) stays off the grant.
+        platformIconSha256: redeemed.platform_icon_sha256,
+        signedInIp: redeemed.requester_ip,
+      },
+      issuedBy: {
+        reason: 'device_code',
+        ip: context.ip,
+        details: redeemed.decision_context === null ? null : JSON.stringify(redeemed.decision_context),
+      },
+      now,
     });
-    await setDeviceRequestGrant(trx, poll.request_id, grantId);
-    await storeOpaqueTokens(trx, deps, { grantId, userId: redeemed.user_id, clientId: client.clientId, scopes: redeemed.scopes }, tokens, now);
-    await insertGrantEvent(trx, {
-      grant_id: grantId,
-      user_id: redeemed.user_id,
-      client_id: client.clientId,
-      event: 'issued',
-      reason: 'device_code',
-      client_ip: context.ip,
-      created_at: now,
-      details: redeemed.decision_context === null ? null : JSON.stringify(redeemed.decision_context),
-    });
-    // Signed before commit: if signing failed, the approval would roll back rather than be lost.
-    const idToken = redeemed.scopes.includes('openid')
-      ? await signIdToken(
-          deps,
-          client.clientId,
-          { userId: redeemed.user_id, email: user.email, name: user.name, authTime: redeemed.auth_time },
-          redeemed.scopes,
-        )
-      : null;
-    return { kind: 'issued' as const, tokens, scopes: redeemed.scopes, idToken };
+    await setDeviceRequestGrant(trx, poll.request_id, issued.grantId);
+    return { kind: 'issued' as const, response: issued.response };
   });
 
   if (outcome.kind === 'lost') throw invalidGrant('this device_code has already been used');
   if (outcome.kind === 'banned') throw accessDenied(DENIAL_TEXT.user_banned);
-  return toTokenResponse({
-    accessToken: outcome.tokens.access.value,
-    expiresIn: deps.config.accessTokenTtl,
-    refreshToken: outcome.tokens.refresh?.value ?? null,
-    scopes: outcome.scopes,
-    idToken: outcome.idToken,
-  });
+  return outcome.response;
 }

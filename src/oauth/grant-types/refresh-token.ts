@@ -1,15 +1,13 @@
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
-import { addSeconds } from '../../lib/clock.js';
-import { rotateRefreshToken } from '../../repositories/refresh-tokens.js';
 import { revokeAndCountGrants } from '../grant-revocation.js';
 import { DISABLED_APP, refuseIfDisabled, type Client } from '../client-auth.js';
 import { invalidClient, invalidGrant, invalidScope } from '../errors.js';
-import { signIdToken } from '../id-token.js';
+import { rotateGrantTokens } from '../issuance.js';
 import { REFRESH_TOKEN_GRANT } from '../metadata.js';
 import { narrowedScopes, parseScope } from '../scopes.js';
-import { toTokenResponse, type TokenResponse } from '../token-response.js';
-import { hashOpaque, mintOpaque, TOKEN_PREFIX } from '../tokens.js';
+import type { TokenResponse } from '../token-response.js';
+import { TOKEN_PREFIX } from '../tokens.js';
 import type { GrantContext } from './types.js';
 
 export const grantType = REFRESH_TOKEN_GRANT;
@@ -42,58 +40,24 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     throw invalidGrant(UNKNOWN);
   }
 
-  const now = deps.clock.now();
-  const refresh = mintOpaque(TOKEN_PREFIX.refreshToken);
-  const access = mintOpaque(TOKEN_PREFIX.accessToken);
-  const outcome = await rotateRefreshToken(deps.db, {
-    presentedHash: hashOpaque(form.refresh_token),
-    clientId: client.clientId,
-    scopes: requested,
-    refreshHash: refresh.hash,
-    refreshExpiresAt: addSeconds(now, deps.config.refreshTokenTtl),
-    accessHash: access.hash,
-    accessExpiresAt: addSeconds(now, deps.config.accessTokenTtl),
-    ip: context.ip,
-    now,
-  });
-
-  // Another client's token looks unknown and is left alone: the caller proved nothing about it.
-  if (!outcome || outcome.client_id !== client.clientId) {
+  const rotation = await rotateGrantTokens(deps, { client, presentedToken: form.refresh_token, requestedScopes: requested, ip: context.ip });
+  if (rotation.kind === 'rotated') return rotation.response;
+  if (rotation.kind === 'unknown') {
     await refuseIfDisabled(deps.clients, client);
     throw invalidGrant(UNKNOWN);
   }
+  const outcome = rotation.outcome;
   if (outcome.client_disabled) throw invalidClient(DISABLED_APP);
-  if (!outcome.rotated) {
-    if (!outcome.live) throw invalidGrant(UNKNOWN);
-    if (outcome.replaced) return revokeReusedGrant(deps, outcome, context);
-    if (outcome.expired) throw invalidGrant('the refresh token has expired; sign the device in again');
-    if (!outcome.scope_ok) {
-      // RFC 6749 §6: the scope may narrow what was granted, never widen it.
-      narrowedScopes(requested ?? undefined, outcome.scopes);
-      throw invalidScope('scope exceeds what was granted');
-    }
-    // Current, live and in scope, yet not rotated: a concurrent refresh replaced it first.
-    return revokeReusedGrant(deps, outcome, context);
+  if (!outcome.live) throw invalidGrant(UNKNOWN);
+  if (outcome.replaced) return revokeReusedGrant(deps, outcome, context);
+  if (outcome.expired) throw invalidGrant('the refresh token has expired; sign in again');
+  if (!outcome.scope_ok) {
+    // RFC 6749 §6: the scope may narrow what was granted, never widen it.
+    narrowedScopes(requested ?? undefined, outcome.scopes);
+    throw invalidScope('scope exceeds what was granted');
   }
-
-  const scopes = requested ?? outcome.scopes;
-  // After commit, so a failure here would lose the rotation; signing with the in-memory key does
-  // not fail on any state of ours, and signing first would need the user, one more round trip.
-  const idToken = scopes.includes('openid')
-    ? await signIdToken(
-        deps,
-        client.clientId,
-        { userId: outcome.user_id, email: outcome.email, name: outcome.name, authTime: outcome.auth_time },
-        scopes,
-      )
-    : null;
-  return toTokenResponse({
-    accessToken: access.value,
-    expiresIn: deps.config.accessTokenTtl,
-    refreshToken: refresh.value,
-    scopes,
-    idToken,
-  });
+  // Current, live and in scope, yet not rotated: a concurrent refresh replaced it first.
+  return revokeReusedGrant(deps, outcome, context);
 }
 
 /** Committed before invalid_grant goes out: a throw inside a transaction would roll it back. */
