@@ -2,6 +2,7 @@ import type { Database } from '../db/connect.js';
 import {
   deleteEndedGrants,
   deleteExpiredAccessTokens,
+  deleteExpiredAuthorizationCodes,
   deleteExpiredBrowserSessions,
   deleteExpiredDeviceRequests,
 } from '../repositories/purge.js';
@@ -21,7 +22,7 @@ export interface PurgeOptions {
 }
 
 export type PurgeCounts = Record<
-  'deviceRequests' | 'browserSessions' | 'accessTokens' | 'grants' | 'rateLimitCounters' | 'platformIcons',
+  'deviceRequests' | 'authorizationCodes' | 'browserSessions' | 'accessTokens' | 'grants' | 'rateLimitCounters' | 'platformIcons',
   number
 >;
 
@@ -48,6 +49,7 @@ export async function purgeExpired(db: Database, now: Date, options: PurgeOption
   const size = options.batchSize;
   return {
     deviceRequests: await inBatches(() => deleteExpiredDeviceRequests(db, ago(options.deviceRequestRetentionSeconds), size), options),
+    authorizationCodes: await inBatches(() => deleteExpiredAuthorizationCodes(db, ago(options.deviceRequestRetentionSeconds), size), options),
     browserSessions: await inBatches(() => deleteExpiredBrowserSessions(db, now, size), options),
     accessTokens: await inBatches(() => deleteExpiredAccessTokens(db, now, size), options),
     grants: await inBatches(() => deleteEndedGrants(db, ago(options.grantRetentionSeconds), size), options),

@@ -27,6 +27,10 @@ export async function deleteUpTo(db: Database, table: keyof DB, key: string, con
 export const deleteExpiredDeviceRequests = (db: Database, before: Date, limit: number) =>
   deleteUpTo(db, 'device_requests', 'request_id', sql<boolean>`expires_at < ${before}`, limit);
 
+/** Codes an hour past their 5 minutes: a replay that late is refused as unknown, with nothing left to revoke by it. */
+export const deleteExpiredAuthorizationCodes = (db: Database, before: Date, limit: number) =>
+  deleteUpTo(db, 'authorization_codes', 'code_hash', sql<boolean>`expires_at < ${before}`, limit);
+
 export const deleteExpiredBrowserSessions = (db: Database, before: Date, limit: number) =>
   deleteUpTo(db, 'browser_sessions', 'session_hash', sql<boolean>`expires_at < ${before}`, limit);
 

@@ -39,6 +39,13 @@ describe('client and user commands through the admin API', () => {
     expect(bad.stderr).toContain('redirect_uris');
     const both = await cli(['client', 'update', shop.client_id, '--redirect-uri', 'https://shop.example/cb', '--no-redirect-uris']);
     expect(both.code).toBe(2);
+    // A web app that signs users in on the web: authorization_code, which needs a redirect URI.
+    const web = await cli(['client', 'update', shop.client_id, '--grant-types', 'authorization_code refresh_token', '--redirect-uri', 'https://shop.example/cb']);
+    expect(web.code, web.stderr).toBe(0);
+    expect(json(web.stdout)).toMatchObject({ grant_types: ['authorization_code', 'refresh_token'], redirect_uris: ['https://shop.example/cb'] });
+    const noWayBack = await cli(['client', 'create', '--name', 'Lost', '--kind', 'web', '--type', 'public', '--grant-types', 'authorization_code']);
+    expect(noWayBack.code).toBe(2);
+    expect(noWayBack.stderr).toContain('needs at least one redirect URI');
   });
 
   it('client update, rotate-secret (with --grace), delete; each names an unknown client', async () => {
@@ -97,7 +104,7 @@ describe('client and user commands through the admin API', () => {
     expect((await cli(['events', '--client', 'tv_nothing'])).stderr).toContain('no client tv_nothing');
     expect((await cli(['events', '--since', 'yesterday'])).code).toBe(2);
     const purged = await cli(['purge']);
-    expect(Object.keys(json(purged.stdout)).sort()).toEqual(['accessTokens', 'browserSessions', 'deviceRequests', 'grants', 'platformIcons', 'rateLimitCounters']);
+    expect(Object.keys(json(purged.stdout)).sort()).toEqual(['accessTokens', 'authorizationCodes', 'browserSessions', 'deviceRequests', 'grants', 'platformIcons', 'rateLimitCounters']);
     // No server runs here: the in-process API's housekeeping is not scheduled.
     expect(json((await cli(['housekeeping'])).stdout)).toMatchObject({ scheduled: false, consecutive_failures: 0 });
   });

@@ -182,6 +182,19 @@ describe('a code is bound to its app, redirect URI and PKCE challenge', () => {
     expect(res.json().error).toBe('unauthorized_client');
   });
 
+  it('the purge deletes codes an hour after they expired and keeps the others', async () => {
+    const { purgeExpired } = await import('../../src/oauth/housekeeping.js');
+    const user = await seedUser(t);
+    const old = await codeOf(publicApp, user);
+    t.clock.advance(300 + 3600 + 1);
+    const fresh = await codeOf(publicApp, user, {}, old.browser);
+    const purged = await purgeExpired(t.deps.db, t.clock.now(), t.deps.config.purge);
+    expect(purged.authorizationCodes).toBeGreaterThanOrEqual(1);
+    const left = await t.deps.db.selectFrom('authorization_codes').select('expires_at').execute();
+    expect(left.every((row) => row.expires_at.getTime() > t.clock.now().getTime() - 3600_000)).toBe(true);
+    expect((await redeem(publicApp, { code: fresh.code, code_verifier: fresh.verifier })).statusCode).toBe(200);
+  });
+
   it('codes are stored only as hashes', async () => {
     const { code } = await codeOf(publicApp, await seedUser(t));
     const rows = await t.deps.db.selectFrom('authorization_codes').selectAll().execute();

@@ -131,6 +131,14 @@ describe('errors go back to a registered redirect URI with state and iss (RFC 92
     expect(params.get('error')).toBe('unauthorized_client');
   });
 
+  it('the way back through sign-in is bounded: an authorization request past 4 KiB falls back to /activate, one within it is kept', async () => {
+    const browser = new Browser(t);
+    const long = authorizeUrl(app, challenge, { nonce: 'n'.repeat(200), padding: 'p'.repeat(4000) });
+    expect((await browser.get(`/signin?return_to=${encodeURIComponent(long)}`)).body).toContain('name="return_to" value="/activate"');
+    const within = authorizeUrl(app, challenge, { padding: 'p'.repeat(2000) });
+    expect((await browser.get(`/signin?return_to=${encodeURIComponent(within)}`)).body).toContain('name="return_to" value="/oauth/authorize?');
+  });
+
   it('unknown parameters are ignored', async () => {
     const response = await new Browser(t).get(authorizeUrl(app, challenge, { display: 'popup', ui_locales: 'de', foo: 'bar' }));
     expect(response.statusCode).toBe(303);

@@ -90,6 +90,7 @@ export const eventView = z.object({
 
 const purgedCounts = z.object({
   deviceRequests: z.number(),
+  authorizationCodes: z.number(),
   browserSessions: z.number(),
   accessTokens: z.number(),
   grants: z.number(),

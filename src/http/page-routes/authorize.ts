@@ -14,7 +14,7 @@ import { parsePageForm } from '../form.js';
 import { translatorFor } from '../page-language.js';
 import { pageCspAllowingFormsTo } from '../plugins/security-headers.js';
 import { renderPage } from './render.js';
-import { MAX_RETURN_PATH_LENGTH, signInUrl } from './sign-in.js';
+import { MAX_AUTHORIZE_RETURN_LENGTH, signInUrl } from './sign-in.js';
 
 const text = z.string().optional();
 const authorizeParameters = z.object({
@@ -54,7 +54,7 @@ function answer(request: FastifyRequest, reply: FastifyReply, authorization: Aut
   if (outcome.kind === 'redirect') return reply.redirect(outcome.location, 303);
   if (outcome.kind === 'sign_in') {
     // The way back must survive the sign-in page's own bound; a request too long for it is refused, not cut.
-    if (outcome.returnTo.length > MAX_RETURN_PATH_LENGTH && authorization) {
+    if (outcome.returnTo.length > MAX_AUTHORIZE_RETURN_LENGTH && authorization) {
       return answer(request, reply, authorization, errorRedirect(deps, authorization, 'invalid_request', 'the request is too long'), deps);
     }
     return reply.redirect(signInUrl(outcome.returnTo, { again: outcome.again }), 303);

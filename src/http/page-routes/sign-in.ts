@@ -20,21 +20,20 @@ const DEFAULT_RETURN_PATH = '/activate';
 const RETURN_PATHS = /^\/(activate|account)(\/|$)|^\/oauth\/authorize$/;
 const PARSE_BASE = 'http://return-to.invalid';
 
-/**
- * Room for an authorization request (its redirect URI, state and nonce are bounded well below
- * this); a longer address would only bloat the Location header.
- */
-export const MAX_RETURN_PATH_LENGTH = 4096;
+/** Far more than any page of ours links to; a longer address would only bloat the Location header. */
+export const MAX_RETURN_PATH_LENGTH = 1024;
+/** An authorization request comes back through sign-in whole: its redirect URI, state and nonce are bounded well below this. */
+export const MAX_AUTHORIZE_RETURN_LENGTH = 4096;
 
 /**
  * Open-redirect defence: only a path on this server under /activate or /account, or the
  * authorization endpoint (which checks its own request before redirecting anywhere); anything else
- * (an absolute URL, //host, /\host, ../ tricks, an address over MAX_RETURN_PATH_LENGTH before or
- * after re-encoding) falls back to /activate. The value that reaches the Location header is the
- * URL parser's re-serialisation, never the raw input.
+ * (an absolute URL, //host, /\host, ../ tricks, an address over its bound before or after
+ * re-encoding) falls back to /activate. The value that reaches the Location header is the URL
+ * parser's re-serialisation, never the raw input.
  */
 export function localReturnPath(requested: string): string {
-  if (requested.length > MAX_RETURN_PATH_LENGTH) return DEFAULT_RETURN_PATH;
+  if (requested.length > MAX_AUTHORIZE_RETURN_LENGTH) return DEFAULT_RETURN_PATH;
   let url: URL;
   try {
     url = new URL(requested, PARSE_BASE);
@@ -43,10 +42,10 @@ export function localReturnPath(requested: string): string {
   }
   if (url.origin !== PARSE_BASE || !RETURN_PATHS.test(url.pathname)) return DEFAULT_RETURN_PATH;
   const local = url.pathname + url.search;
-  return local.length > MAX_RETURN_PATH_LENGTH ? DEFAULT_RETURN_PATH : local;
+  const bound = url.pathname === AUTHORIZE_PATH ? MAX_AUTHORIZE_RETURN_LENGTH : MAX_RETURN_PATH_LENGTH;
+  return local.length > bound || requested.length > bound ? DEFAULT_RETURN_PATH : local;
 }
 
-/** `again`: ask for the password even if someone is signed in (OIDC prompt=login, max_age). */
 export function signInUrl(returnTo: string, { again = false }: { again?: boolean } = {}): string {
   return `/signin?return_to=${encodeURIComponent(returnTo)}${again ? '&again=1' : ''}`;
 }
