@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { s256Challenge } from '../../src/oauth/pkce.js';
 
 /**
  * The benchmark's data set, derived from row numbers so that the seeding SQL and the load
@@ -19,6 +20,8 @@ export const TOKEN_KINDS = {
   refreshToken: { prefix: 'da_rt_', tag: 'rt' },
   /** The live access token of grant i. */
   accessToken: { prefix: 'da_at_', tag: 'at' },
+  /** Unredeemed authorization code i of the web app, each redeemed once by the auth-code scenario. */
+  authorizationCode: { prefix: 'da_ac_', tag: 'ac' },
 } as const;
 
 export type TokenKind = keyof typeof TOKEN_KINDS;
@@ -46,6 +49,18 @@ export const TV_CLIENT_ID = 'tv_bench';
 /** A confidential resource server that introspects. */
 export const RS_CLIENT_ID = 'web_bench_rs';
 export const RS_CLIENT_SECRET = `dacs_${createHash('sha256').update(`${SEED}:rs-secret`).digest('base64url')}`;
+
+/**
+ * A public web app registered for the authorization-code grant (and refresh tokens, as a web app
+ * asking for offline_access would be): its codes carry openid and profile, a sign-in that gets an
+ * access token and an ID token and, without offline_access, no refresh token.
+ */
+export const WEB_CLIENT_ID = 'web_bench_app';
+export const WEB_REDIRECT_URI = 'https://app.bench.invalid/callback';
+export const AUTH_CODE_SCOPES = ['openid', 'profile'];
+/** One PKCE verifier (RFC 7636: 43 unreserved characters) for every code; each code row holds its S256 challenge. */
+export const AUTH_CODE_VERIFIER = createHash('sha256').update(`${SEED}:pkce-verifier`).digest('base64url');
+export const AUTH_CODE_CHALLENGE = s256Challenge(AUTH_CODE_VERIFIER);
 
 export function basicAuthorization(clientId: string, secret: string): string {
   return `Basic ${Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(secret)}`).toString('base64')}`;

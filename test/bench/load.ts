@@ -7,7 +7,17 @@
  */
 import { randomInt } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { basicAuthorization, benchToken, CEILING_ROWS, RS_CLIENT_ID, RS_CLIENT_SECRET, TV_CLIENT_ID } from './fixtures.js';
+import {
+  AUTH_CODE_VERIFIER,
+  basicAuthorization,
+  benchToken,
+  CEILING_ROWS,
+  RS_CLIENT_ID,
+  RS_CLIENT_SECRET,
+  TV_CLIENT_ID,
+  WEB_CLIENT_ID,
+  WEB_REDIRECT_URI,
+} from './fixtures.js';
 import { KeepAliveConnection, rawRequest, type HttpResponse } from './http-client.js';
 import type { LoadResult, LoadSpec, MinuteStats } from './scenarios.js';
 
@@ -31,6 +41,11 @@ function classify(spec: LoadSpec, response: HttpResponse): string {
   if (spec.kind === 'introspect' && response.status === 200) {
     return response.body.startsWith('{"active":true') ? '200 active' : '200 inactive';
   }
+  // openid profile without offline_access: an access token and an ID token, no refresh token.
+  if (spec.kind === 'auth-code' && response.status === 200) {
+    if (!response.body.includes('"access_token":"') || !response.body.includes('"id_token":"')) return '200 without access or ID token';
+    return response.body.includes('"refresh_token"') ? '200 with a refresh token' : '200';
+  }
   return String(response.status);
 }
 
@@ -41,6 +56,8 @@ interface Counters {
   grantsLost: number;
   /** poll: codes polled for the first time. */
   firstPolls: number;
+  /** auth-code: every code of the pool was handed out. */
+  poolExhausted: boolean;
 }
 
 function sourceFor(spec: LoadSpec, counters: Counters): Source {
@@ -121,6 +138,23 @@ function sourceFor(spec: LoadSpec, counters: Counters): Source {
         };
       };
     }
+    case 'auth-code': {
+      // A code is spent by its first redemption, whatever the answer: each request takes the
+      // next one, and when the pool is spent the connections stop rather than send a used code.
+      const verifier = encodeURIComponent(AUTH_CODE_VERIFIER);
+      const redirectUri = encodeURIComponent(WEB_REDIRECT_URI);
+      let next = 0;
+      return () => {
+        if (next >= spec.rows.count) {
+          counters.poolExhausted = true;
+          return null;
+        }
+        const code = benchToken('authorizationCode', spec.rows.offset + next++ * spec.rows.stride);
+        return {
+          raw: tokenRequest(`grant_type=authorization_code&client_id=${WEB_CLIENT_ID}&code=${code}&code_verifier=${verifier}&redirect_uri=${redirectUri}`),
+        };
+      };
+    }
     case 'introspect': {
       const authorization = basicAuthorization(RS_CLIENT_ID, RS_CLIENT_SECRET);
       return () => ({
@@ -144,7 +178,7 @@ function percentile(sorted: Uint32Array, p: number): number {
 }
 
 async function run(spec: LoadSpec): Promise<LoadResult> {
-  const counters: Counters = { waitsForDueCode: 0, grantsLost: 0, firstPolls: 0 };
+  const counters: Counters = { waitsForDueCode: 0, grantsLost: 0, firstPolls: 0, poolExhausted: false };
   const source = sourceFor(spec, counters);
   const latencies = new Uint32Array(spec.maxRequests);
   const completedAt = spec.timeline ? new Uint32Array(spec.maxRequests) : null;
@@ -259,6 +293,7 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
     loadCpu: cpuAtStart ? (cpu.user + cpu.system) / 1e6 / seconds : 0,
     waitsForDueCode: counters.waitsForDueCode,
     grantsLost: counters.grantsLost,
+    ...(spec.kind === 'auth-code' ? { poolExhausted: counters.poolExhausted } : {}),
     minutes,
   };
 }

@@ -40,6 +40,8 @@ export interface Profile {
   scaleRows: number;
   /** Codes the pool polls (well-behaved), at most `rows`. */
   pollPool: number;
+  /** Authorization codes seeded for the auth-code scenario, each redeemed once (AUTH_CODE_RATE_BOUND). */
+  authCodes: number;
   signMs: number;
   soakMs: number;
   /** The whole run ends here, whatever happens. */
@@ -58,7 +60,7 @@ export const USAGE = `usage: npm run bench -- [options]
   --baseline PATH     a previous results JSON to compare with (ratios to the ceilings)
   --report PATH       print the report of an earlier results JSON again, running nothing
   --only IDS          these scenarios only, in this order, e.g. refresh-openid,refresh (ceilings always run):
-                      poll, poll-slow_down, refresh, refresh-openid, introspect, userinfo, code
+                      poll, poll-slow_down, refresh, refresh-openid, introspect, userinfo, code, auth-code
   --profile           a CPU profile of the server in each PostgreSQL scenario (not the ceilings): a fresh
                       server per scenario under node --cpu-prof, profiles in profiles/ beside the JSON
                       (default test/bench/results/profiles/<scenario>.cpuprofile), a summary of each at
@@ -142,9 +144,22 @@ export function parseOptions(argv: string[]): Options {
   return options;
 }
 
+/**
+ * auth-code redemptions per second that the server on one core will not reach: each signs an
+ * RS256 ID token (1,000-3,000 a second on one core, `RS256 signature alone` in the report) and
+ * writes a grant, an access token and an event. The scenario's pool holds this many codes per
+ * second of its warm-up and window, so that it does not run out; if it does, the load generator
+ * stops sending (never a spent code) and the run warns.
+ */
+export const AUTH_CODE_RATE_BOUND = 10_000;
+const withAuthCodes = (profile: Omit<Profile, 'authCodes'>): Profile => ({
+  ...profile,
+  authCodes: Math.ceil((AUTH_CODE_RATE_BOUND * (profile.warmupMs + profile.durationMs)) / 1000),
+});
+
 export function profileOf(options: Options): Profile {
   if (options.quick) {
-    return {
+    return withAuthCodes({
       warmupMs: 1000,
       warmupLimitMs: 10_000,
       scaleRefreshWarmupMs: 5000,
@@ -158,9 +173,9 @@ export function profileOf(options: Options): Profile {
       soakMs: 60_000,
       // Bounded, with room for a CI machine several times slower than a quiet one.
       deadlineMs: 15 * 60_000,
-    };
+    });
   }
-  return {
+  return withAuthCodes({
     warmupMs: 3000,
     warmupLimitMs: 20_000,
     scaleRefreshWarmupMs: 30_000,
@@ -172,5 +187,5 @@ export function profileOf(options: Options): Profile {
     signMs: 3000,
     soakMs: 5 * 60_000,
     deadlineMs: options.soak ? 12 * 60_000 : 20 * 60_000,
-  };
+  });
 }

@@ -19,7 +19,7 @@ import { connectDatabase, type DatabaseHandle } from '../../src/db/connect.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { freePort } from '../helpers/server-process.js';
 import { findPostgresBin, startCluster } from './cluster.js';
-import { parseOptions, profileOf, type Options, type Profile } from './options.js';
+import { AUTH_CODE_RATE_BOUND, parseOptions, profileOf, type Options, type Profile } from './options.js';
 import {
   cpuSecondsOf,
   killAllChildrenNow,
@@ -370,6 +370,7 @@ async function runPlan(target: Target, options: Options, profile: Profile, plans
     if (r.poolCycledInWarmup === false) log('  warning: the warm-up ended before every code of the pool was polled once');
     if (r.loadCpu > 0.9) log('  warning: the load generator was near a full core; this figure may be its limit, not the server');
     if (r.waitsForDueCode > 0) log(`  warning: no code was due ${r.waitsForDueCode} times: the pool, not the server, capped this rate`);
+    if (r.poolExhausted) log(`  warning: all ${spec.rows.count.toLocaleString('en')} authorization codes were redeemed: the window was cut short`);
     records.push(recordOf(run, { id: plan.id, scenario: plan.scenario, kind: plan.kind, database: target.database, rows: plan.rows }));
   }
   return records;
@@ -411,6 +412,15 @@ function spreadGrants(from: number, to: number, parity: 0 | 1, n: number): numbe
   return grants;
 }
 
+/**
+ * Authorization codes to seed for the auth-code scenario (each is redeemed once): none when the
+ * run will not redeem any (--soak, or --only without auth-code).
+ */
+function authCodesOf(options: Options, profile: Profile): number {
+  if (options.soak || (options.only && !options.only.includes('auth-code'))) return 0;
+  return profile.authCodes;
+}
+
 /** The scenarios of one data set. `from` is where grants untouched by earlier phases begin. */
 function plansFor(rows: number, from: number, options: Options, profile: Profile, suffix: string, all: boolean, bracketed: boolean): Plan[] {
   const workers = options.connections * 2;
@@ -448,8 +458,15 @@ function plansFor(rows: number, from: number, options: Options, profile: Profile
   if (all) {
     plans.push(
       { id: `userinfo${suffix}`, scenario: 'userinfo', kind: 'userinfo', rows, spec: { grants: rows } },
-      // Last: every code request adds a device request.
+      // Last: every code request adds a device request, every redemption a grant.
       { id: `code${suffix}`, scenario: 'code (device authorization)', kind: 'code', rows, spec: {} },
+      {
+        id: `auth-code${suffix}`,
+        scenario: 'authorization code (redeem)',
+        kind: 'auth-code',
+        rows,
+        spec: { rows: { offset: 0, count: authCodesOf(options, profile), stride: 1 } },
+      },
     );
   }
   const ceilings = plans.filter((plan) => isCeiling(plan.kind));
@@ -577,8 +594,8 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
       : sql`SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter`;
 
   await migrateToLatest(handle.db);
-  const base = { pending: profile.rows, grants: profile.rows };
-  await seed(execute, { pending: 0, grants: 0 }, base, options.connections, (line) => log(`seed: ${line}`), 2);
+  const base = { pending: profile.rows, grants: profile.rows, codes: authCodesOf(options, profile) };
+  await seed(execute, { pending: 0, grants: 0, codes: 0 }, base, options.connections, (line) => log(`seed: ${line}`), 2);
 
   const resultsDir = path.dirname(path.resolve(ROOT, options.json));
   const profiling: Profiling | null = options.cpuProfile
@@ -679,7 +696,7 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
   if (options.scale) {
     log(`seeding up to ${profile.scaleRows.toLocaleString('en')} live device requests and grants`);
     const seeded = performance.now();
-    await seed(execute, base, { pending: profile.scaleRows, grants: profile.scaleRows }, options.connections, (line) => log(`seed: ${line}`), 2);
+    await seed(execute, base, { pending: profile.scaleRows, grants: profile.scaleRows, codes: base.codes }, options.connections, (line) => log(`seed: ${line}`), 2);
     log(`  seeded in ${((performance.now() - seeded) / 1000).toFixed(0)} s`);
     const scale = await runPlan(target, options, profile, plansFor(profile.scaleRows, profile.rows, options, profile, '@scale', false, true), profiling);
     records.push(...withRatios(scale));
@@ -697,7 +714,7 @@ async function embeddedPhase(options: Options, profile: Profile): Promise<{ reco
   const dataDir = path.join(dir, 'server');
   log('embedded: seeding (no server running)');
   await runToEnd(
-    spawnChild('embedded seeding', SERVER_CORE, [...bench('seed-embedded.ts'), dataDir, JSON.stringify({ pending: profile.rows, grants: profile.rows, fastCodes: options.connections })], childEnv()),
+    spawnChild('embedded seeding', SERVER_CORE, [...bench('seed-embedded.ts'), dataDir, JSON.stringify({ pending: profile.rows, grants: profile.rows, codes: authCodesOf(options, profile), fastCodes: options.connections })], childEnv()),
     10 * 60_000,
   );
   const [server, ceilings] = await Promise.all([startServer({ dataDir }, options.poolSize), startCeilings({ dataDir: path.join(dir, 'ceilings') }, options.poolSize)]);
@@ -797,6 +814,8 @@ const EXPECTED: Record<LoadKind, string[]> = {
   refresh: ['200'],
   introspect: ['200 active'],
   userinfo: ['200'],
+  // An access token and an ID token, no refresh token (openid profile, without offline_access).
+  'auth-code': ['200'],
 };
 
 /**
@@ -910,6 +929,7 @@ async function main(): Promise<number> {
       'refresh warm-up at scale s': `${profile.scaleRefreshWarmupMs / 1000} (past the full-page images that follow the checkpoint)`,
       'measured s': (options.soak ? profile.soakMs : profile.durationMs) / 1000,
       'poll pool': Math.min(profile.pollPool, profile.rows),
+      'authorization codes': `${authCodesOf(options, profile).toLocaleString('en')} seeded, each redeemed once (${AUTH_CODE_RATE_BOUND.toLocaleString('en')}/s × warm-up and measured s); scope openid profile`,
       'rate limits': `${RAISED_LIMITS.RATE_LIMIT_TOKEN_PER_CLIENT} (≥ 1000 per window: counted in memory)`,
       server: `dist/src/server.js, NODE_ENV=production, NODE_OPTIONS=${IMAGE_NODE_OPTIONS} (the Dockerfile's), LOG_LEVEL=warn, DEVICE_POLL_INTERVAL=1, PURGE_INTERVAL=0`,
       ...(options.cpuProfile

@@ -16,7 +16,9 @@ export type LoadKind =
   /** POST /oauth/introspect of live access tokens drawn across all grants. */
   | 'introspect'
   /** GET /oauth/userinfo with live openid access tokens drawn across all grants. */
-  | 'userinfo';
+  | 'userinfo'
+  /** Authorization-code grant: each request redeems a fresh seeded code of the web app, once. */
+  | 'auth-code';
 
 export interface LoadSpec {
   label: string;
@@ -34,7 +36,10 @@ export interface LoadSpec {
   /** Measured requests at most; the run ends at whichever bound comes first. */
   maxRequests: number;
   timeoutMs: number;
-  /** poll: the pool is rows offset + k * stride for k < count; poll-fast: rows offset + connection. */
+  /**
+   * poll: the pool is rows offset + k * stride for k < count; poll-fast: rows offset + connection;
+   * auth-code: the codes to redeem, rows offset + k * stride for k < count, each once.
+   */
   rows: { offset: number; count: number; stride: number };
   /** Live grants [0, grants): introspect and userinfo draw tokens from them. */
   grants: number;
@@ -77,5 +82,7 @@ export interface LoadResult {
   waitsForDueCode: number;
   /** refresh: grants given up (invalid_grant or an unknown outcome) and spares taken. */
   grantsLost: number;
+  /** auth-code: every code of the pool was sent, so the generator stopped early (absent in older runs). */
+  poolExhausted?: boolean;
   minutes: MinuteStats[];
 }

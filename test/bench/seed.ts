@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import {
+  AUTH_CODE_CHALLENGE,
+  AUTH_CODE_SCOPES,
   benchTokenSql,
   GRANTS_PER_USER,
   OPENID_SCOPES,
@@ -8,6 +10,8 @@ import {
   RS_CLIENT_SECRET,
   SEED,
   TV_CLIENT_ID,
+  WEB_CLIENT_ID,
+  WEB_REDIRECT_URI,
   type TokenKind,
 } from './fixtures.js';
 
@@ -29,10 +33,26 @@ const hashOf = (token: string) => `sha256(convert_to(${token}, 'UTF8'))`;
 export function clientsSql(): string {
   const secretHash = createHash('sha256').update(RS_CLIENT_SECRET).digest('hex');
   return `
-    INSERT INTO clients (client_id, name, kind, type, secret_hash, allowed_scopes, introspection_allowed, grant_types) VALUES
-      ('${TV_CLIENT_ID}', 'Bench TV', 'tv', 'public', NULL, ${textArray(OPENID_SCOPES)}, false, ${textArray(['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'])}),
-      ('${RS_CLIENT_ID}', 'Bench resource server', 'web', 'confidential', decode('${secretHash}', 'hex'), ${textArray(OPENID_SCOPES)}, true, '{}'::text[])
+    INSERT INTO clients (client_id, name, kind, type, secret_hash, allowed_scopes, introspection_allowed, grant_types, redirect_uris) VALUES
+      ('${TV_CLIENT_ID}', 'Bench TV', 'tv', 'public', NULL, ${textArray(OPENID_SCOPES)}, false, ${textArray(['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'])}, '{}'::text[]),
+      ('${RS_CLIENT_ID}', 'Bench resource server', 'web', 'confidential', decode('${secretHash}', 'hex'), ${textArray(OPENID_SCOPES)}, true, '{}'::text[], '{}'::text[]),
+      ('${WEB_CLIENT_ID}', 'Bench web app', 'web', 'public', NULL, ${textArray(OPENID_SCOPES)}, false, ${textArray(['authorization_code', 'refresh_token'])}, ${textArray([WEB_REDIRECT_URI])})
     ON CONFLICT (client_id) DO NOTHING`;
+}
+
+/**
+ * Unredeemed authorization codes [from, to) of the web app, as the authorization endpoint stores
+ * them (src/oauth/authorize/decision.ts): its redirect URI, openid profile, the one S256 challenge
+ * and a nonce, for a user among the first `users` (code i: user i mod users). They expire in a day
+ * rather than in 5 minutes, so that none does during the run.
+ */
+export function authorizationCodesSql(from: number, to: number, users: number): string {
+  return `
+    INSERT INTO authorization_codes (code_hash, client_id, user_id, redirect_uri, scopes, code_challenge, nonce, auth_time, created_at, expires_at)
+    SELECT ${hashOf(benchTokenSql('authorizationCode', 'i'))}, '${WEB_CLIENT_ID}', ${uuidOf('user', `i % ${users}`)}, '${WEB_REDIRECT_URI}',
+           ${textArray(AUTH_CODE_SCOPES)}, '${AUTH_CODE_CHALLENGE}', 'bench-nonce-' || i::text,
+           now() - interval '5 minutes', now() - interval '1 minute', now() + interval '1 day'
+    FROM generate_series(${from}::bigint, ${to - 1}::bigint) AS i`;
 }
 
 /** Pending device requests [from, to) of a kind, interval 1 s, issued an hour ago, expiring in a day. */
@@ -80,11 +100,13 @@ export interface SeedSize {
   pending: number;
   /** Live grants: rows [0, grants). */
   grants: number;
+  /** Unredeemed authorization codes: rows [0, codes), each redeemable once (the auth-code scenario). */
+  codes: number;
 }
 
 /**
  * Brings the data set from `from` (rows already there) to `to` rows of each kind, in batches of
- * statements that `parallel` connections run side by side. The first call also creates the two
+ * statements that `parallel` connections run side by side. The first call also creates the three
  * clients and the codes of the slow_down variant.
  *
  * Foreign keys are not checked while seeding (session_replication_role = replica, for the
@@ -101,12 +123,18 @@ export async function seed(
   parallel = 1,
 ): Promise<void> {
   const statements: string[] = [];
-  if (from.pending === 0 && from.grants === 0) statements.push(clientsSql(), deviceRequestsSql('fastDeviceCode', 0, fastCodes));
+  if (from.pending === 0 && from.grants === 0 && from.codes === 0) statements.push(clientsSql(), deviceRequestsSql('fastDeviceCode', 0, fastCodes));
   for (let start = from.pending; start < to.pending; start += BATCH) {
     statements.push(deviceRequestsSql('deviceCode', start, Math.min(to.pending, start + BATCH)));
   }
   for (let start = from.grants; start < to.grants; start += BATCH) {
     statements.push(...grantsSql(start, Math.min(to.grants, start + BATCH)));
+  }
+  // The codes' users are those of the grants seeded by now.
+  const users = Math.ceil(to.grants / GRANTS_PER_USER);
+  if (to.codes > from.codes && users === 0) throw new Error('authorization codes need users: seed grants with them');
+  for (let start = from.codes; start < to.codes; start += BATCH) {
+    statements.push(authorizationCodesSql(start, Math.min(to.codes, start + BATCH), users));
   }
   const total = statements.length;
   let done = 0;
@@ -120,7 +148,7 @@ export async function seed(
     }
   };
   await Promise.all(Array.from({ length: parallel }, worker));
-  await execute('VACUUM ANALYZE users, grants, refresh_tokens, access_tokens, device_requests, clients');
+  await execute('VACUUM ANALYZE users, grants, refresh_tokens, access_tokens, device_requests, authorization_codes, clients');
   // The seed's dirty pages are written now rather than by a checkpoint in the middle of a
   // scenario: a full run once saw refresh at 1,000,000 rows stall and time out that way.
   await execute('CHECKPOINT');
