@@ -232,6 +232,23 @@ describe('signing in and consenting', () => {
     const back = await browser.post('/signin', { email: user.email, password: user.password, return_to: hiddenFields(page.body).return_to });
     expect(back.headers.location).not.toContain('prompt');
     expect(answerAtApp(await browser.follow(back)).get('code')).toMatch(/^da_ac_/);
+    // prompt=login consent: after the password, the consent page still shows.
+    const both = await browser.follow(await browser.get(authorizeUrl(app, challenge, { prompt: 'login consent' })));
+    const afterBoth = await browser.post('/signin', { email: user.email, password: user.password, return_to: hiddenFields(both.body).return_to });
+    expect(afterBoth.headers.location).toContain('prompt=consent');
+    expect((await browser.follow(afterBoth)).body).toContain('name="action" value="allow"');
+  });
+
+  it('anonymous authorization requests write nothing: no code, consent or session row', async () => {
+    const count = async () =>
+      Promise.all(['authorization_codes', 'consents', 'browser_sessions'].map(async (table) => {
+        const row = await t.deps.db.selectFrom(table as 'consents').select(({ fn }) => fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+        return Number(row.n);
+      }));
+    const before = await count();
+    const answers = await Promise.all(Array.from({ length: 50 }, () => t.app.inject({ method: 'GET', url: authorizeUrl(app, challenge) })));
+    expect(answers.every((res) => res.statusCode === 303)).toBe(true);
+    expect(await count()).toEqual(before);
   });
 
   it('max_age: a sign-in older than it asks again (login_required with prompt=none)', async () => {

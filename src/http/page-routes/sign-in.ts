@@ -99,8 +99,9 @@ export function signInRoutes(app: FastifyInstance, deps: Deps): void {
   app.get('/signin', async (request, reply) => {
     const query = parsePageForm(signInQuery, request.query);
     const returnTo = localReturnPath(query.return_to);
-    const again = query.again !== undefined && request.session?.user !== undefined && request.session?.user !== null;
-    if (request.session?.user && !again) return reply.redirect(returnTo, 303);
+    const signedIn = Boolean(request.session?.user);
+    const again = signedIn && query.again !== undefined;
+    if (signedIn && !again) return reply.redirect(returnTo, 303);
     await allowFormsOnTheWayTo(deps, reply, returnTo);
     const i18n = translatorFor(request);
     const notice = again ? i18n.t('signin.again') : null;

@@ -43,8 +43,10 @@ export async function decideAuthorization(deps: Deps, request: AuthorizationRequ
   const tooOld = request.maxAge !== null && signedInSeconds > request.maxAge;
   if (request.prompt.has('login') || tooOld) {
     if (silent) return errorRedirect(deps, request, 'login_required', 'the user signed in longer ago than max_age allows');
-    // Back without prompt=login: the sign-in it asks for is the one about to happen.
-    return { kind: 'sign_in', returnTo: `${AUTHORIZE_PATH}?${authorizeQueryString(request.parameters, ['prompt'])}`, again: true };
+    // Back without prompt=login (any other prompt value stays): the sign-in it asks for is the one about to happen.
+    const prompt = [...request.prompt].filter((value) => value !== 'login').join(' ');
+    const parameters = { ...request.parameters, prompt: prompt === '' ? undefined : prompt };
+    return { kind: 'sign_in', returnTo: `${AUTHORIZE_PATH}?${authorizeQueryString(parameters)}`, again: true };
   }
   const consent = await findConsent(deps.db, user.userId, request.client.clientId);
   const shared = consent?.scopes ?? [];

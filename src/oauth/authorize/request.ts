@@ -155,12 +155,12 @@ export async function checkAuthorizationRequest(clients: ClientDirectory, parame
   };
 }
 
-/** The authorization request again as a query string, for coming back after sign-in; `without` names parameters to drop. */
-export function authorizeQueryString(parameters: AuthorizeParameters, without: ReadonlyArray<keyof AuthorizeParameters> = []): string {
+/** The authorization request again as a query string, for coming back after sign-in. */
+export function authorizeQueryString(parameters: AuthorizeParameters): string {
   const query = new URLSearchParams();
   for (const name of AUTHORIZE_PARAMETER_NAMES) {
     const value = parameters[name];
-    if (value !== undefined && !without.includes(name)) query.append(name, value);
+    if (value !== undefined) query.append(name, value);
   }
   return query.toString();
 }
