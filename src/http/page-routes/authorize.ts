@@ -38,7 +38,10 @@ function parametersOf(parsed: z.output<typeof authorizeParameters>): AuthorizePa
   return Object.fromEntries(Object.entries(parsed).filter(([, value]) => value !== undefined));
 }
 
-/** A request no app may be told about: shown on our page, never redirected. */
+/**
+ * The request, checked: a problem with the app or its redirect URI is thrown as our own page (never
+ * redirected); any other problem comes back as the error redirect to send to the app.
+ */
 async function checked(deps: Deps, parameters: AuthorizeParameters): Promise<AuthorizationRequest | AuthorizeOutcome> {
   const result = await checkAuthorizationRequest(deps.clients, parameters);
   if (result.kind === 'shown_error') throw new PageError(400, 'authorize.error_title', result.messageKey);
