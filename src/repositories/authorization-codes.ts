@@ -8,7 +8,9 @@ export async function insertAuthorizationCode(db: Database, code: Insertable<Aut
 
 /**
  * Redeems a code of this app in one statement: the first caller gets the row, every later one
- * (or a concurrent one, once the first commits) gets undefined. Another app's code is left alone.
+ * (or a concurrent one, once the first commits) gets undefined. Another app's code, and any code
+ * of a disabled app, is left alone: the app's state is checked in the same statement, not by a
+ * round trip of its own.
  */
 export async function redeemAuthorizationCode(trx: Transaction<DB>, codeHash: Uint8Array, clientId: string, now: Date) {
   return trx
@@ -17,6 +19,9 @@ export async function redeemAuthorizationCode(trx: Transaction<DB>, codeHash: Ui
     .where('code_hash', '=', codeHash)
     .where('client_id', '=', clientId)
     .where('redeemed_at', 'is', null)
+    .where(({ exists, selectFrom }) =>
+      exists(selectFrom('clients').select('client_id').where('client_id', '=', clientId).where('disabled_at', 'is', null)),
+    )
     .returning(['user_id', 'redirect_uri', 'scopes', 'code_challenge', 'nonce', 'auth_time', 'expires_at'])
     .executeTakeFirst();
 }

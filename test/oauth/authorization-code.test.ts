@@ -1,6 +1,6 @@
 import { createLocalJWKSet, decodeJwt, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicAuth, FORM, form, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
+import { afterAnnounced, basicAuth, FORM, form, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { Browser, signedInBrowser } from '../helpers/browser.js';
 import { introspection, refresh, revoke, userinfo, type TestClient } from '../helpers/tokens.js';
 import { authorizeUrl, codeFor, pkcePair, REDIRECT_URI, seedWebApp, type WebApp } from '../helpers/web-app.js';
@@ -168,6 +168,20 @@ describe('a code is bound to its app, redirect URI and PKCE challenge', () => {
     t.clock.advance(301);
     const expired = refusedAlike(await redeem(publicApp, { code, code_verifier: verifier }));
     expect(expired).toBe(refusedAlike(await redeem(publicApp, { code: 'da_ac_unknown', code_verifier: verifier })));
+  });
+
+  it('a disabled app gets invalid_client and spends nothing; enabled again, it redeems the code', async () => {
+    const app = await seedWebApp(t, { name: 'Paused Board' });
+    const { code, verifier } = await codeOf(app, await seedUser(t));
+    const { setClientDisabled } = await import('../../src/oauth/clients.js');
+    await afterAnnounced(t, () => setClientDisabled(t.deps.db, app.clientId, true, t.clock.now()));
+    const refused = await Promise.all(Array.from({ length: 5 }, () => redeem(app, { code, code_verifier: verifier })));
+    for (const res of refused) {
+      expect(res.statusCode).toBe(401);
+      expect(res.json().error).toBe('invalid_client');
+    }
+    await afterAnnounced(t, () => setClientDisabled(t.deps.db, app.clientId, false, t.clock.now()));
+    expect((await redeem(app, { code, code_verifier: verifier })).statusCode).toBe(200);
   });
 
   it('an app not registered for authorization_code gets unauthorized_client at the token endpoint', async () => {

@@ -36,14 +36,16 @@ type Redemption = { kind: 'issued'; response: TokenResponse } | { kind: 'refused
 /**
  * OAuth 2.1 §4.1.3 / RFC 6749 §4.1.3. The code is redeemed by one statement, so of any number of
  * concurrent redemptions exactly one gets it; the code is spent whatever follows (a wrong
- * verifier included). A later redemption of a spent code means the code leaked: every token the
+ * verifier included), unless the app is disabled, which that statement also checks. A later redemption of a spent code means the code leaked: every token the
  * first one issued is revoked with its grant (RFC 6749 §4.1.2). The first redemption's grant is
  * recorded in the same transaction that issues it, and a second redemption waits on the code's
  * row until that transaction ends, so it always finds the grant to revoke.
  */
 export async function handle(deps: Deps, client: Client, form: z.output<typeof parameters>, context: GrantContext): Promise<TokenResponse> {
-  await refuseIfDisabled(deps.clients, client);
-  if (!form.code.startsWith(TOKEN_PREFIX.authorizationCode) || form.code.length > 256) throw invalidGrant(REFUSED);
+  if (!form.code.startsWith(TOKEN_PREFIX.authorizationCode) || form.code.length > 256) {
+    await refuseIfDisabled(deps.clients, client);
+    throw invalidGrant(REFUSED);
+  }
   const codeHash = hashOpaque(form.code);
   const now = deps.clock.now();
   const redemption = await deps.db.transaction().execute(async (trx): Promise<Redemption> => {
@@ -78,5 +80,7 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
   if (redemption.kind === 'replayed' && redemption.grantId !== null) {
     await revokeAndCountGrants(deps, { grantId: redemption.grantId }, 'code_replayed', context.ip);
   }
+  // Only on the way out: a disabled app redeems nothing (the redeeming statement checks it) and is told why.
+  await refuseIfDisabled(deps.clients, client);
   throw invalidGrant(REFUSED);
 }
