@@ -120,6 +120,9 @@ const schema = z
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     ICON_FETCH_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
     ICON_FETCH_ALLOW_LOOPBACK: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+    DPOP_PROOF_WINDOW: z.coerce.number().int().min(5).max(600).default(60),
+    DPOP_NONCES: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+    DPOP_NONCE_PERIOD: z.coerce.number().int().min(10).max(86_400).default(300),
     NODE_ENV: z.string().optional(),
   })
   // The admin API on a TCP port is reachable by whoever can reach the port: never without a token.
@@ -202,6 +205,13 @@ const schema = z
         concurrency: env.ICON_FETCH_CONCURRENCY,
         /** Tests only: loopback addresses count as public. */
         allowLoopback: env.ICON_FETCH_ALLOW_LOOPBACK,
+      },
+      dpop: {
+        /** RFC 9449 §11.1: a proof's iat may be this many seconds before or after the server's clock. */
+        proofWindowSeconds: env.DPOP_PROOF_WINDOW,
+        /** RFC 9449 §8/§9: proofs must carry a nonce of ours (stateless, valid for 1-2 periods). */
+        nonces: env.DPOP_NONCES,
+        noncePeriodSeconds: env.DPOP_NONCE_PERIOD,
       },
       purgeIntervalSeconds: env.PURGE_INTERVAL,
       purge: {

@@ -6,7 +6,7 @@ import type { Clock } from './lib/clock.js';
 import { createMetrics, type Metrics } from './lib/metrics.js';
 import { PasswordChecks } from './accounts/password-checks.js';
 import { RateLimiter } from './rate-limits/limiter.js';
-import { databaseCounterStore, redisCounterStore } from './rate-limits/store.js';
+import { databaseCounterStore, redisCounterStore, type OnceStore } from './rate-limits/store.js';
 import { loadSigningKeys, type SigningKeys } from './oauth/keys.js';
 import { ClientDirectory } from './oauth/client-auth.js';
 import { Housekeeping } from './oauth/housekeeping.js';
@@ -27,6 +27,8 @@ export interface Deps {
   secrets: ServerSecrets;
   metrics: Metrics;
   rateLimiter: RateLimiter;
+  /** DPoP proofs already used (RFC 9449 §11.1), shared by every instance: the database, or Redis with REDIS_URL. */
+  usedProofs: OnceStore;
   passwordChecks: PasswordChecks;
   clients: ClientDirectory;
   /** Country and network of an address, from data on this machine. */
@@ -48,6 +50,8 @@ export interface ServerSecrets {
    * value in the system is ever computed under it.
    */
   anonymousCsrfKey: Buffer;
+  /** HMAC key of DPoP nonces (RFC 9449 §8): stateless, so every instance accepts every other's. */
+  dpopNonceKey: Buffer;
 }
 
 export async function createDeps(options: {
@@ -65,9 +69,10 @@ export async function createDeps(options: {
   });
   const userCodeKey = Buffer.from(await ensureServerSecret(database.db, 'user_code_hmac_key', randomBytes(32)));
   const anonymousCsrfKey = Buffer.from(await ensureServerSecret(database.db, 'anonymous_csrf_hmac_key', randomBytes(32)));
+  const dpopNonceKey = Buffer.from(await ensureServerSecret(database.db, 'dpop_nonce_hmac_key', randomBytes(32)));
   const keys = await loadSigningKeys(database.db, clock.now(), config.idTokenTtl);
   const metrics = createMetrics(() => database.poolStats());
-  const counters = config.redisUrl ? await redisCounterStore(config.redisUrl) : databaseCounterStore(database.db);
+  const counters = config.redisUrl ? await redisCounterStore(config.redisUrl, clock) : databaseCounterStore(database.db);
   const rateLimiter = new RateLimiter(counters, config.rateLimits);
   const housekeeping = new Housekeeping(database.db, clock, config.purge, config.purgeIntervalSeconds, (run, error) => {
     if (run.outcome === 'done') log.info({ purged: run.purged }, 'purge done');
@@ -96,9 +101,10 @@ export async function createDeps(options: {
     log,
     clock,
     keys,
-    secrets: { userCodeKey, anonymousCsrfKey },
+    secrets: { userCodeKey, anonymousCsrfKey, dpopNonceKey },
     metrics,
     rateLimiter,
+    usedProofs: counters,
     passwordChecks: new PasswordChecks(config.passwordChecks),
     clients,
     geo,

@@ -26,6 +26,8 @@ export interface ClientsTable {
   grant_types: Generated<string[]>;
   /** Exact URLs the authorization endpoint may redirect to. */
   redirect_uris: Generated<string[]>;
+  /** RFC 9449 §5.2 dpop_bound_access_tokens: tokens only with a DPoP proof. */
+  require_dpop: Generated<boolean>;
   created_at: DefaultedTimestamp;
   disabled_at: Timestamp | null;
 }
@@ -84,6 +86,8 @@ export interface GrantsTable {
   last_used_ip: string | null;
   /** SHA-256 of the grant's one current refresh token; null for grants without refresh tokens. */
   current_refresh_hash: Uint8Array | null;
+  /** RFC 9449: the thumbprint of the key every refresh must prove; null for an unbound grant. */
+  dpop_jkt: Generated<string | null>;
 }
 
 export interface DeviceRequestsTable {
@@ -117,6 +121,8 @@ export interface DeviceRequestsTable {
   requester_user_agent: string | null;
   /** Both sides' places and the warnings shown, recorded with the decision (see proximity.ts). */
   decision_context: ColumnType<unknown, string | null | undefined, string | null>;
+  /** RFC 9449 (draft-parecki-oauth-dpop-device-flow): every poll must prove this key. */
+  dpop_jkt: Generated<string | null>;
 }
 
 export interface RefreshTokensTable {
@@ -135,6 +141,8 @@ export interface AccessTokensTable {
   scopes: string[];
   created_at: Timestamp;
   expires_at: Timestamp;
+  /** RFC 9449: the key a DPoP-bound token must be presented with; null for a Bearer token. */
+  dpop_jkt: Generated<string | null>;
 }
 
 export interface GrantEventsTable {
@@ -180,6 +188,14 @@ export interface AuthorizationCodesTable {
   expires_at: Timestamp;
   redeemed_at: Timestamp | null;
   grant_id: string | null;
+  /** RFC 9449 §10: the dpop_jkt of the authorization request; the redemption must prove it. */
+  dpop_jkt: Generated<string | null>;
+}
+
+/** RFC 9449 §11.1: proofs already accepted, by SHA-256 of their key thumbprint and jti. */
+export interface DpopProofsTable {
+  proof_hash: Uint8Array;
+  expires_at: Timestamp;
 }
 
 /** The scopes a user has agreed to share with an app: asked once, until Remove access. */
@@ -205,6 +221,7 @@ export interface DB {
   platform_icons: PlatformIconsTable;
   authorization_codes: AuthorizationCodesTable;
   consents: ConsentsTable;
+  dpop_proofs: DpopProofsTable;
 }
 
 export type ClientRow = Selectable<ClientsTable>;

@@ -11,6 +11,8 @@ export interface LiveAccessToken {
   clientId: string;
   email: string;
   name: string | null;
+  /** RFC 9449: the key it must be presented with (a DPoP proof), or null for a Bearer token. */
+  dpopJkt: string | null;
 }
 
 /** Whether a value could be an access token we issued; anything else is refused without a lookup. */
@@ -33,5 +35,6 @@ export async function verifyAccessToken(deps: Deps, value: string): Promise<Live
     clientId: row.client_id,
     email: row.email,
     name: row.name,
+    dpopJkt: row.dpop_jkt,
   };
 }

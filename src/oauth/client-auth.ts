@@ -20,6 +20,8 @@ export interface Client {
   /** RFC 7591 §2: the grant types it is registered for; refresh_token among them means it gets refresh tokens. */
   grantTypes: readonly string[];
   redirectUris: readonly string[];
+  /** RFC 9449 §5.2 dpop_bound_access_tokens: its token requests must carry a DPoP proof. */
+  requireDpop: boolean;
 }
 
 export interface ClientCredentials {
@@ -185,6 +187,7 @@ function registeredClient(row: NonNullable<Awaited<ReturnType<typeof findClient>
     mayIntrospect: row.introspection_allowed,
     grantTypes: row.grant_types,
     redirectUris: row.redirect_uris,
+    requireDpop: row.require_dpop,
     secretHash: row.secret_hash ? Buffer.from(row.secret_hash) : null,
     previousSecretHash: row.previous_secret_hash ? Buffer.from(row.previous_secret_hash) : null,
     previousSecretUntil: row.previous_secret_expires_at?.getTime() ?? 0,
@@ -238,6 +241,7 @@ export function publicView(client: RegisteredClient): Client {
     mayIntrospect: client.mayIntrospect,
     grantTypes: client.grantTypes,
     redirectUris: client.redirectUris,
+    requireDpop: client.requireDpop,
   };
 }
 

@@ -76,6 +76,8 @@ export const newClientSchema = z
     /** RFC 7591 §2. Defaults to what its kind could always do (defaultGrantTypes). */
     grant_types: grantTypes.optional(),
     redirect_uris: redirectUris.default([]),
+    /** RFC 9449 §5.2: tokens only with a DPoP proof. */
+    dpop_bound_access_tokens: z.boolean().default(false),
   })
   .refine((client) => !client.introspection || isResourceServerShape(client), {
     message: 'only a confidential web app can be a resource server that introspects tokens',
@@ -100,12 +102,22 @@ export interface CreatedClient {
   introspection: boolean;
   grant_types: string[];
   redirect_uris: string[];
+  dpop_bound_access_tokens: boolean;
 }
 
 /** Client secrets have 256 random bits, so a SHA-256 hash protects them at rest without argon2's cost. */
 export async function createClient(
   db: Database,
-  input: { name: string; kind: ClientKind; type: ClientType; scopes: string[]; introspection?: boolean; grant_types?: string[]; redirect_uris?: string[] },
+  input: {
+    name: string;
+    kind: ClientKind;
+    type: ClientType;
+    scopes: string[];
+    introspection?: boolean;
+    grant_types?: string[];
+    redirect_uris?: string[];
+    dpop_bound_access_tokens?: boolean;
+  },
 ): Promise<CreatedClient> {
   const valid = newClientSchema.parse(input);
   const clientId = `${valid.kind}_${randomToken(12)}`;
@@ -123,8 +135,16 @@ export async function createClient(
     introspection_allowed: introspection,
     grant_types: grants,
     redirect_uris: redirects,
+    require_dpop: valid.dpop_bound_access_tokens,
   });
-  return { client_id: clientId, client_secret: secret, introspection, grant_types: grants, redirect_uris: redirects };
+  return {
+    client_id: clientId,
+    client_secret: secret,
+    introspection,
+    grant_types: grants,
+    redirect_uris: redirects,
+    dpop_bound_access_tokens: valid.dpop_bound_access_tokens,
+  };
 }
 
 /** What an operator sees of a client: never its secret's hash. */
@@ -137,6 +157,7 @@ export interface ClientView {
   introspection: boolean;
   grant_types: string[];
   redirect_uris: string[];
+  dpop_bound_access_tokens: boolean;
   created_at: string;
   disabled: boolean;
 }
@@ -151,6 +172,7 @@ function toClientView(row: Awaited<ReturnType<typeof listClients>>[number]): Cli
     introspection: row.introspection_allowed,
     grant_types: row.grant_types,
     redirect_uris: row.redirect_uris,
+    dpop_bound_access_tokens: row.require_dpop,
     created_at: row.created_at.toISOString(),
     disabled: row.disabled_at !== null,
   };
@@ -172,6 +194,7 @@ export const clientChangesSchema = z
     introspection: z.boolean().optional(),
     grant_types: grantTypes.optional(),
     redirect_uris: redirectUris.optional(),
+    dpop_bound_access_tokens: z.boolean().optional(),
   })
   .strict();
 
@@ -200,6 +223,7 @@ export async function changeClient(db: Database, clientId: string, changes: Clie
     ...(valid.introspection !== undefined && { introspection_allowed: valid.introspection }),
     ...(valid.grant_types !== undefined && { grant_types: [...new Set(valid.grant_types)] }),
     ...(valid.redirect_uris !== undefined && { redirect_uris: [...new Set(valid.redirect_uris)] }),
+    ...(valid.dpop_bound_access_tokens !== undefined && { require_dpop: valid.dpop_bound_access_tokens }),
   });
   return row ? { kind: 'changed', client: toClientView(row) } : { kind: 'not_found' };
 }

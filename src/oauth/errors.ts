@@ -18,7 +18,10 @@ export type OAuthErrorCode =
   | 'invalid_token'
   | 'insufficient_scope'
   | 'temporarily_unavailable'
-  | 'server_error';
+  | 'server_error'
+  // RFC 9449 §5 / §7.1 / §8
+  | 'invalid_dpop_proof'
+  | 'use_dpop_nonce';
 
 export class OAuthError extends Error {
   constructor(

@@ -5,6 +5,7 @@ import {
   deleteExpiredAuthorizationCodes,
   deleteExpiredBrowserSessions,
   deleteExpiredDeviceRequests,
+  deleteExpiredDpopProofs,
 } from '../repositories/purge.js';
 import { deleteUnusedPlatformIcons } from '../repositories/platform-icons.js';
 import { deleteStaleRateLimitCounters } from '../repositories/rate-limits.js';
@@ -22,7 +23,14 @@ export interface PurgeOptions {
 }
 
 export type PurgeCounts = Record<
-  'deviceRequests' | 'authorizationCodes' | 'browserSessions' | 'accessTokens' | 'grants' | 'rateLimitCounters' | 'platformIcons',
+  | 'deviceRequests'
+  | 'authorizationCodes'
+  | 'browserSessions'
+  | 'accessTokens'
+  | 'grants'
+  | 'rateLimitCounters'
+  | 'platformIcons'
+  | 'dpopProofs',
   number
 >;
 
@@ -53,6 +61,7 @@ export async function purgeExpired(db: Database, now: Date, options: PurgeOption
     browserSessions: await inBatches(() => deleteExpiredBrowserSessions(db, now, size), options),
     accessTokens: await inBatches(() => deleteExpiredAccessTokens(db, now, size), options),
     grants: await inBatches(() => deleteEndedGrants(db, ago(options.grantRetentionSeconds), size), options),
+    dpopProofs: await inBatches(() => deleteExpiredDpopProofs(db, now, size), options),
     rateLimitCounters: await inBatches(() => deleteStaleRateLimitCounters(db, ago(RATE_LIMIT_COUNTER_RETENTION_SECONDS), size), options),
     // Last: the requests and grants deleted above may have been the last to name an icon.
     platformIcons: await inBatches(() => deleteUnusedPlatformIcons(db, ago(options.unusedIconRetentionSeconds), size), options),

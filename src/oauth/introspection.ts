@@ -15,7 +15,9 @@ export type IntrospectionResponse =
       scope: string;
       client_id: string;
       sub: string;
-      token_type: 'Bearer';
+      token_type: 'Bearer' | 'DPoP';
+      /** RFC 9449 §6.2: the key a DPoP-bound token is bound to. */
+      cnf?: { jkt: string };
       exp: number;
       iat: number;
       aud: string;
@@ -54,7 +56,8 @@ export async function introspectToken(deps: Deps, caller: Client, token: string)
     scope: formatScope(found.scopes ?? []),
     client_id: found.client_id!,
     sub: found.user_id!,
-    token_type: 'Bearer',
+    token_type: found.dpop_jkt ? 'DPoP' : 'Bearer',
+    ...(found.dpop_jkt ? { cnf: { jkt: found.dpop_jkt } } : {}),
     exp: epochSeconds(found.expires_at),
     iat: epochSeconds(found.created_at),
     aud: found.client_id!,

@@ -45,6 +45,8 @@ export interface GrantDecision {
   device: DeviceDetails | null;
   /** Recorded with the grant's "issued" event. */
   issuedBy: { reason: 'device_code' | 'authorization_code'; ip: string; details: string | null };
+  /** RFC 9449: the key the grant and its tokens are bound to, for life; null for Bearer tokens. */
+  dpopJkt: string | null;
   now: Date;
 }
 
@@ -79,6 +81,7 @@ export async function issueNewGrant(trx: Transaction<DB>, deps: Deps, decision: 
     // A grant without refresh tokens ends with its access token.
     expires_at: addSeconds(now, refresh ? deps.config.refreshTokenTtl : deps.config.accessTokenTtl),
     current_refresh_hash: refresh?.hash ?? null,
+    dpop_jkt: decision.dpopJkt,
   });
   await insertAccessToken(trx, {
     token_hash: access.hash,
@@ -88,6 +91,7 @@ export async function issueNewGrant(trx: Transaction<DB>, deps: Deps, decision: 
     scopes,
     created_at: now,
     expires_at: addSeconds(now, deps.config.accessTokenTtl),
+    dpop_jkt: decision.dpopJkt,
   });
   if (refresh) {
     await insertRefreshToken(trx, { token_hash: refresh.hash, grant_id: grantId, created_at: now, expires_at: addSeconds(now, deps.config.refreshTokenTtl) });
@@ -107,7 +111,14 @@ export async function issueNewGrant(trx: Transaction<DB>, deps: Deps, decision: 
     : null;
   return {
     grantId,
-    response: toTokenResponse({ accessToken: access.value, expiresIn: deps.config.accessTokenTtl, refreshToken: refresh?.value ?? null, scopes, idToken }),
+    response: toTokenResponse({
+      accessToken: access.value,
+      expiresIn: deps.config.accessTokenTtl,
+      refreshToken: refresh?.value ?? null,
+      scopes,
+      idToken,
+      dpopJkt: decision.dpopJkt,
+    }),
   };
 }
 
@@ -126,7 +137,14 @@ export type Rotation =
  */
 export async function rotateGrantTokens(
   deps: Deps,
-  input: { client: Client; presentedToken: string; requestedScopes: string[] | null; ip: string },
+  input: {
+    client: Client;
+    presentedToken: string;
+    requestedScopes: string[] | null;
+    ip: string;
+    /** The key of the request's DPoP proof, if it had one: a bound grant rotates only with its own key. */
+    dpopJkt: string | null;
+  },
 ): Promise<Rotation> {
   const now = deps.clock.now();
   const refresh = mintOpaque(TOKEN_PREFIX.refreshToken);
@@ -140,6 +158,7 @@ export async function rotateGrantTokens(
     accessHash: access.hash,
     accessExpiresAt: addSeconds(now, deps.config.accessTokenTtl),
     ip: input.ip,
+    dpopJkt: input.dpopJkt,
     now,
   });
   // Another app's token looks unknown and is left alone: the caller proved nothing about it.
@@ -156,6 +175,13 @@ export async function rotateGrantTokens(
     : null;
   return {
     kind: 'rotated',
-    response: toTokenResponse({ accessToken: access.value, expiresIn: deps.config.accessTokenTtl, refreshToken: refresh.value, scopes, idToken }),
+    response: toTokenResponse({
+      accessToken: access.value,
+      expiresIn: deps.config.accessTokenTtl,
+      refreshToken: refresh.value,
+      scopes,
+      idToken,
+      dpopJkt: input.dpopJkt,
+    }),
   };
 }

@@ -1,5 +1,6 @@
 import { SUPPORTED_SCOPES } from './scopes.js';
 import { ID_TOKEN_ALG } from './keys.js';
+import { DPOP_SIGNING_ALGS } from './dpop.js';
 
 export const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 export const REFRESH_TOKEN_GRANT = 'refresh_token';
@@ -47,6 +48,8 @@ export function serverMetadata(issuer: string) {
     introspection_endpoint_auth_methods_supported: ['client_secret_basic'],
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: [ID_TOKEN_ALG],
+    // RFC 9449 §5.1
+    dpop_signing_alg_values_supported: [...DPOP_SIGNING_ALGS],
     claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'name', 'email', 'email_verified'],
     claims_parameter_supported: false,
     request_parameter_supported: false,

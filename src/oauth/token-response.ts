@@ -3,7 +3,8 @@ import { formatScope } from './scopes.js';
 /** RFC 6749 §5.1 (+ OpenID Connect id_token). */
 export interface TokenResponse {
   access_token: string;
-  token_type: 'Bearer';
+  /** RFC 9449 §5: DPoP for a token bound to a key, which only a request with a proof of that key may use. */
+  token_type: 'Bearer' | 'DPoP';
   expires_in: number;
   refresh_token?: string;
   scope: string;
@@ -16,10 +17,12 @@ export function toTokenResponse(issued: {
   refreshToken: string | null;
   scopes: readonly string[];
   idToken: string | null;
+  /** The key the access token is bound to, if any. */
+  dpopJkt: string | null;
 }): TokenResponse {
   return {
     access_token: issued.accessToken,
-    token_type: 'Bearer',
+    token_type: issued.dpopJkt === null ? 'Bearer' : 'DPoP',
     expires_in: issued.expiresIn,
     ...(issued.refreshToken ? { refresh_token: issued.refreshToken } : {}),
     scope: formatScope(issued.scopes),

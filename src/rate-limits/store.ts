@@ -7,6 +7,7 @@ import {
   refundRateLimitHit,
   type CounterHits,
 } from '../repositories/rate-limits.js';
+import { recordDpopProof } from '../repositories/dpop-proofs.js';
 
 export type { CounterHits };
 
@@ -27,8 +28,18 @@ export interface CounterStore {
   close(): Promise<void>;
 }
 
-export function databaseCounterStore(db: Database): CounterStore {
+/**
+ * Keys that may be used once across every instance (DPoP proofs, RFC 9449 §11.1), kept in the
+ * same shared store as the counters: the first claim of a key wins until it expires. One atomic
+ * operation each (INSERT … ON CONFLICT DO NOTHING, or SET NX), so concurrent claims cannot both win.
+ */
+export interface OnceStore {
+  claimOnce(key: Uint8Array, expiresAt: Date): Promise<boolean>;
+}
+
+export function databaseCounterStore(db: Database): CounterStore & OnceStore {
   return {
+    claimOnce: (key, expiresAt) => recordDpopProof(db, key, expiresAt),
     hit: (key, windowStart, _windowSeconds, hits = 1) => countRateLimitHits(db, key, windowStart, hits),
     hitMany: (counters) => countManyRateLimitHits(db, counters),
     readMany: (counters) => readManyRateLimitHits(db, counters),
@@ -37,7 +48,7 @@ export function databaseCounterStore(db: Database): CounterStore {
   };
 }
 
-export async function redisCounterStore(url: string): Promise<CounterStore> {
+export async function redisCounterStore(url: string, clock: { now(): Date } = { now: () => new Date() }): Promise<CounterStore & OnceStore> {
   const client = createClient({ url, socket: { connectTimeout: 5000, reconnectStrategy: (retries) => Math.min(retries * 100, 2000) } });
   // Reconnection is the client's job; an error event must not crash the process.
   client.on('error', () => {});
@@ -45,6 +56,11 @@ export async function redisCounterStore(url: string): Promise<CounterStore> {
   // The window is part of the key: a counter from an older window is another key, expiring by itself.
   const windowKey = (key: string, windowStart: Date) => `device-auth:rl:${key}:${windowStart.getTime()}`;
   return {
+    async claimOnce(key, expiresAt) {
+      const seconds = Math.max(1, Math.ceil((expiresAt.getTime() - clock.now().getTime()) / 1000));
+      const reply = await client.set(`device-auth:once:${Buffer.from(key).toString('base64url')}`, '1', { NX: true, EX: seconds });
+      return reply === 'OK';
+    },
     async hit(key, windowStart, windowSeconds, hits = 1) {
       const k = windowKey(key, windowStart);
       const [total] = await client.multi().incrBy(k, hits).expire(k, windowSeconds * 2).exec();

@@ -22,7 +22,7 @@ export async function redeemAuthorizationCode(trx: Transaction<DB>, codeHash: Ui
     .where(({ exists, selectFrom }) =>
       exists(selectFrom('clients').select('client_id').where('client_id', '=', clientId).where('disabled_at', 'is', null)),
     )
-    .returning(['user_id', 'redirect_uri', 'scopes', 'code_challenge', 'nonce', 'auth_time', 'expires_at'])
+    .returning(['user_id', 'redirect_uri', 'scopes', 'code_challenge', 'nonce', 'auth_time', 'expires_at', 'dpop_jkt'])
     .executeTakeFirst();
 }
 

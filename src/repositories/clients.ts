@@ -20,7 +20,19 @@ export async function setClientDisabledAt(db: Database, clientId: string, disabl
 export async function listClients(db: Database, page: { after?: string | undefined; limit: number }) {
   let query = db
     .selectFrom('clients')
-    .select(['client_id', 'name', 'kind', 'type', 'allowed_scopes', 'introspection_allowed', 'grant_types', 'redirect_uris', 'created_at', 'disabled_at'])
+    .select([
+      'client_id',
+      'name',
+      'kind',
+      'type',
+      'allowed_scopes',
+      'introspection_allowed',
+      'grant_types',
+      'redirect_uris',
+      'require_dpop',
+      'created_at',
+      'disabled_at',
+    ])
     .orderBy('client_id')
     .limit(page.limit);
   if (page.after !== undefined) query = query.where('client_id', '>', page.after);
@@ -31,7 +43,14 @@ export async function listClients(db: Database, page: { after?: string | undefin
 export async function updateClientFields(
   db: Database,
   clientId: string,
-  fields: { name?: string; allowed_scopes?: string[]; introspection_allowed?: boolean; grant_types?: string[]; redirect_uris?: string[] },
+  fields: {
+    name?: string;
+    allowed_scopes?: string[];
+    introspection_allowed?: boolean;
+    grant_types?: string[];
+    redirect_uris?: string[];
+    require_dpop?: boolean;
+  },
 ) {
   return db.updateTable('clients').set(fields).where('client_id', '=', clientId).returningAll().executeTakeFirst();
 }

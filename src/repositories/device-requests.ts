@@ -21,18 +21,19 @@ type DeviceRequestValues = Pick<
   | 'expires_at'
   | 'requester_ip'
   | 'requester_user_agent'
+  | 'dpop_jkt'
 >;
 
 const insertDeviceRequestStatement = compiledOnce<{ request_id: string }, DeviceRequestValues>(
   (r) => sql`
     INSERT INTO device_requests (device_code_hash, user_code_hmac, client_id, scopes, platform_name,
                                  platform_description, platform_icon, phrase, phrase_choices,
-                                 interval_seconds, created_at, expires_at, requester_ip, requester_user_agent)
+                                 interval_seconds, created_at, expires_at, requester_ip, requester_user_agent, dpop_jkt)
     SELECT ${r.device_code_hash}, ${r.user_code_hmac}, c.client_id, ${r.scopes}::text[],
            ${r.platform_name}::text, ${r.platform_description}::text,
            ${r.platform_icon}::text, ${r.phrase}::text, ${r.phrase_choices}::text[],
            ${r.interval_seconds}::integer, ${r.created_at}::timestamptz, ${r.expires_at}::timestamptz,
-           ${r.requester_ip}::text, ${r.requester_user_agent}::text
+           ${r.requester_ip}::text, ${r.requester_user_agent}::text, ${r.dpop_jkt}::text
     FROM clients c
     WHERE c.client_id = ${r.client_id} AND c.disabled_at IS NULL
     -- A user code names one request while the request is kept, whatever its status.
@@ -70,6 +71,9 @@ export interface PollOutcome {
  * returns what the answer must be. A poll sooner than the current interval after the previous one
  * (or after issue) grows the interval by 5 seconds.
  *
+ * A request bound to a DPoP key matches only a poll that proved that key: any other changes
+ * nothing (no interval grows for a poll its device did not make) and returns no row.
+ *
  * SET expressions read the row's values from before this update, so "too soon" is judged against
  * the previous poll. Two polls of one code at once: the second waits for the first's row lock and
  * is then evaluated again against the row the first wrote (READ COMMITTED), so it counts as too soon.
@@ -83,7 +87,7 @@ export interface PollOutcome {
 const tooSoon = sql<boolean>`d.status = 'pending'
   AND this_call.at < coalesce(d.last_polled_at, d.created_at) + make_interval(secs => d.interval_seconds)`;
 
-const recordDevicePollStatement = compiledOnce<PollOutcome, { deviceCodeHash: Uint8Array; clientId: string; now: Date }>(
+const recordDevicePollStatement = compiledOnce<PollOutcome, { deviceCodeHash: Uint8Array; clientId: string; dpopJkt: string | null; now: Date }>(
   (p) => sql`
     UPDATE device_requests d
     SET last_polled_at = this_call.at,
@@ -91,6 +95,7 @@ const recordDevicePollStatement = compiledOnce<PollOutcome, { deviceCodeHash: Ui
         interval_seconds = d.interval_seconds + CASE WHEN ${tooSoon} THEN 5 ELSE 0 END
     FROM clients c, (SELECT ${p.now}::timestamptz AS at, ${asynchronousCommit} AS async_commit) this_call
     WHERE d.device_code_hash = ${p.deviceCodeHash} AND d.client_id = ${p.clientId} AND c.client_id = d.client_id
+      AND (d.dpop_jkt IS NULL OR d.dpop_jkt = ${p.dpopJkt}::text)
     RETURNING d.request_id::text AS request_id, c.disabled_at IS NOT NULL AS client_disabled, d.status,
               d.denied_reason, d.expires_at <= this_call.at AS expired, d.last_poll_too_fast AS throttled,
               d.interval_seconds`,
@@ -100,11 +105,24 @@ export async function recordDevicePoll(
   db: Database,
   deviceCodeHash: Uint8Array,
   clientId: string,
+  dpopJkt: string | null,
   now: Date,
 ): Promise<PollOutcome | undefined> {
   // The asynchronous commit would extend to everything else the transaction writes.
   if (db.isTransaction) throw new Error('recordDevicePoll commits asynchronously: it must not run inside a transaction');
-  return (await recordDevicePollStatement(db, { deviceCodeHash, clientId, now })).rows[0];
+  return (await recordDevicePollStatement(db, { deviceCodeHash, clientId, dpopJkt, now })).rows[0];
+}
+
+/** Whether this app's request with this device code is bound to a DPoP key: only asked when a poll found nothing. */
+export async function isDeviceRequestBound(db: Database, deviceCodeHash: Uint8Array, clientId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('device_requests')
+    .select('request_id')
+    .where('device_code_hash', '=', deviceCodeHash)
+    .where('client_id', '=', clientId)
+    .where('dpop_jkt', 'is not', null)
+    .executeTakeFirst();
+  return row !== undefined;
 }
 
 /**

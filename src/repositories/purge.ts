@@ -34,6 +34,10 @@ export const deleteExpiredAuthorizationCodes = (db: Database, before: Date, limi
 export const deleteExpiredBrowserSessions = (db: Database, before: Date, limit: number) =>
   deleteUpTo(db, 'browser_sessions', 'session_hash', sql<boolean>`expires_at < ${before}`, limit);
 
+/** Used DPoP proofs whose iat no clock would accept any more (RFC 9449 §11.1). */
+export const deleteExpiredDpopProofs = (db: Database, before: Date, limit: number) =>
+  deleteUpTo(db, 'dpop_proofs', 'proof_hash', sql<boolean>`expires_at < ${before}`, limit);
+
 export const deleteExpiredAccessTokens = (db: Database, before: Date, limit: number) =>
   deleteUpTo(db, 'access_tokens', 'token_hash', sql<boolean>`expires_at < ${before}`, limit);
 

@@ -12,6 +12,8 @@ export interface RotationInput {
   accessHash: Uint8Array;
   accessExpiresAt: Date;
   ip: string;
+  /** The request's DPoP key, if it proved one: a bound grant rotates only with its own key. */
+  dpopJkt: string | null;
   now: Date;
 }
 
@@ -28,6 +30,8 @@ export interface RotationOutcome {
   client_disabled: boolean;
   /** The requested scopes (if any) are within the grant's. */
   scope_ok: boolean;
+  /** The grant is unbound, or the request proved its DPoP key (RFC 9449 §5). */
+  key_ok: boolean;
   /** The grant's scopes before this call narrowed them. */
   scopes: string[];
   auth_time: Date;
@@ -42,6 +46,11 @@ export interface RotationOutcome {
  * and it is unexpired, the caller's and live, moves the grant on to the successor (with last use,
  * expiry and narrowed scopes: one HOT update of a row the rotation touches anyway), inserts the
  * successors and records the rotation. `rotated` false on a known token is for the caller to judge.
+ *
+ * DPoP (RFC 9449 §5): a bound grant rotates only when the request proved the grant's key, a
+ * condition of the UPDATE itself, so a refresh without it changes nothing. The new access token is
+ * bound to the proof's key, if any: a bound grant's, or, for an unbound grant, the key its client
+ * now proves (the access token is bound, the grant stays as it was, as §5 allows).
  *
  * Concurrency: the UPDATE of the grant takes its row lock; a concurrent rotation of the same token
  * (or a revocation of the grant) waits for it and, once it commits, re-checks its conditions on
@@ -58,6 +67,7 @@ const rotateStatement = compiledOnce<RotationOutcome, RotationInput>(
              (g.revoked_at IS NULL AND u.banned_at IS NULL AND c.disabled_at IS NULL) AS live,
              c.disabled_at IS NOT NULL AS client_disabled,
              (${input.scopes}::text[] IS NULL OR ${input.scopes}::text[] <@ g.scopes) AS scope_ok,
+             (g.dpop_jkt IS NULL OR g.dpop_jkt = ${input.dpopJkt}::text) AS key_ok,
              this_call.at
       FROM (SELECT ${input.now}::timestamptz AS at) this_call, refresh_tokens r
       JOIN grants g ON g.grant_id = r.grant_id
@@ -72,7 +82,7 @@ const rotateStatement = compiledOnce<RotationOutcome, RotationInput>(
       FROM presented p
       WHERE g.grant_id = p.grant_id
         AND g.current_refresh_hash = ${input.presentedHash} AND g.revoked_at IS NULL
-        AND NOT p.expired AND p.client_id = ${input.clientId} AND p.live AND p.scope_ok
+        AND NOT p.expired AND p.client_id = ${input.clientId} AND p.live AND p.scope_ok AND p.key_ok
       RETURNING g.grant_id, g.user_id, g.client_id, g.scopes, p.at
     ),
     successor AS (
@@ -80,14 +90,14 @@ const rotateStatement = compiledOnce<RotationOutcome, RotationInput>(
       SELECT ${input.refreshHash}, grant_id, at, ${input.refreshExpiresAt} FROM rotated
     ),
     access AS (
-      INSERT INTO access_tokens (token_hash, grant_id, user_id, client_id, scopes, created_at, expires_at)
-      SELECT ${input.accessHash}, grant_id, user_id, client_id, scopes, at, ${input.accessExpiresAt} FROM rotated
+      INSERT INTO access_tokens (token_hash, grant_id, user_id, client_id, scopes, created_at, expires_at, dpop_jkt)
+      SELECT ${input.accessHash}, grant_id, user_id, client_id, scopes, at, ${input.accessExpiresAt}, ${input.dpopJkt}::text FROM rotated
     ),
     event AS (
       INSERT INTO grant_events (grant_id, user_id, client_id, event, client_ip, created_at)
       SELECT grant_id, user_id, client_id, 'rotated', ${input.ip}, at FROM rotated
     )
-    SELECT p.grant_id, p.client_id, p.user_id, p.replaced, p.expired, p.live, p.client_disabled, p.scope_ok,
+    SELECT p.grant_id, p.client_id, p.user_id, p.replaced, p.expired, p.live, p.client_disabled, p.scope_ok, p.key_ok,
            p.scopes, p.auth_time, p.email, p.name, EXISTS (SELECT 1 FROM rotated) AS rotated
     FROM presented p`,
 );

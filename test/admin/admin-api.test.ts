@@ -317,7 +317,7 @@ describe('events, purge and housekeeping', () => {
   it('purge runs now and says what it deleted; housekeeping reports the last run', async () => {
     const purged = await call('POST', '/admin/purge');
     expect(purged.status).toBe(200);
-    expect(Object.keys(purged.body).sort()).toEqual(['accessTokens', 'authorizationCodes', 'browserSessions', 'deviceRequests', 'grants', 'platformIcons', 'rateLimitCounters']);
+    expect(Object.keys(purged.body).sort()).toEqual(['accessTokens', 'authorizationCodes', 'browserSessions', 'deviceRequests', 'dpopProofs', 'grants', 'platformIcons', 'rateLimitCounters']);
     const health = await call('GET', '/admin/housekeeping');
     expect(health.body).toMatchObject({ running: false, consecutive_failures: 0, healthy: true, last_run: { outcome: 'done', purged: purged.body } });
   });

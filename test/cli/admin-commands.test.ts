@@ -104,7 +104,7 @@ describe('client and user commands through the admin API', () => {
     expect((await cli(['events', '--client', 'tv_nothing'])).stderr).toContain('no client tv_nothing');
     expect((await cli(['events', '--since', 'yesterday'])).code).toBe(2);
     const purged = await cli(['purge']);
-    expect(Object.keys(json(purged.stdout)).sort()).toEqual(['accessTokens', 'authorizationCodes', 'browserSessions', 'deviceRequests', 'grants', 'platformIcons', 'rateLimitCounters']);
+    expect(Object.keys(json(purged.stdout)).sort()).toEqual(['accessTokens', 'authorizationCodes', 'browserSessions', 'deviceRequests', 'dpopProofs', 'grants', 'platformIcons', 'rateLimitCounters']);
     // No server runs here: the in-process API's housekeeping is not scheduled.
     expect(json((await cli(['housekeeping'])).stdout)).toMatchObject({ scheduled: false, consecutive_failures: 0 });
   });

@@ -89,6 +89,7 @@ describe('POST /oauth/device/code (RFC 8628 §3.1, §3.2)', () => {
       expires_at: new Date(now.getTime() + 600_000),
       requester_ip: '127.0.0.1',
       requester_user_agent: null,
+      dpop_jkt: null,
     });
     expect(again).toBeUndefined();
     // Typed again from the TV's old screen, the code still finds the denied request, not a new one.

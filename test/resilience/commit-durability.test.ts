@@ -140,7 +140,7 @@ describe.skipIf(!postgresBinariesPresent())(`commit durability (PostgreSQL from 
 
   it('refuses to record a poll inside a transaction, whose other writes would then commit asynchronously too', async () => {
     await expect(
-      t.deps.db.transaction().execute((trx) => recordDevicePoll(trx, new Uint8Array(32), tv.clientId, new Date())),
+      t.deps.db.transaction().execute((trx) => recordDevicePoll(trx, new Uint8Array(32), tv.clientId, null, new Date())),
     ).rejects.toThrow(/must not run inside a transaction/);
   });
 });

@@ -29,6 +29,7 @@ export const clientView = z.object({
   introspection: z.boolean(),
   grant_types: z.array(z.string()).describe('RFC 7591: the grants it may use; refresh_token means it gets refresh tokens'),
   redirect_uris: z.array(z.string()).describe('exact URLs the authorization endpoint may redirect to'),
+  dpop_bound_access_tokens: z.boolean().describe('RFC 9449 §5.2: its token requests must carry a DPoP proof'),
   created_at: z.string(),
   disabled: z.boolean(),
 });
@@ -39,6 +40,7 @@ export const createdClient = z.object({
   introspection: z.boolean(),
   grant_types: z.array(z.string()),
   redirect_uris: z.array(z.string()),
+  dpop_bound_access_tokens: z.boolean(),
 });
 
 export const rotatedSecret = z.object({
@@ -95,6 +97,7 @@ const purgedCounts = z.object({
   accessTokens: z.number(),
   grants: z.number(),
   rateLimitCounters: z.number(),
+  dpopProofs: z.number(),
   platformIcons: z.number(),
 });
 export const purged = purgedCounts;

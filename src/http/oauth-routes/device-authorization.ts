@@ -3,6 +3,8 @@ import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { identifyClient } from '../../oauth/client-auth.js';
 import { requestDeviceAuthorization } from '../../oauth/device/authorization.js';
+import { dpopNonceHeader, verifyDpopProof } from '../../oauth/dpop.js';
+import { endpoints } from '../../oauth/metadata.js';
 import { parseScope } from '../../oauth/scopes.js';
 import { parseForm } from '../form.js';
 import { consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
@@ -18,6 +20,7 @@ const deviceCodeForm = z.object({
 });
 
 export function deviceAuthorizationRoutes(app: FastifyInstance, deps: Deps): void {
+  const url = endpoints(deps.config.issuer).device_authorization_endpoint;
   // RFC 8628 §3.1 / §3.2
   app.post('/oauth/device/code', async (request, reply) => {
     // Before any other work: floods from one address (an IPv6 /64) are refused cheaply, and never
@@ -29,12 +32,15 @@ export function deviceAuthorizationRoutes(app: FastifyInstance, deps: Deps): voi
     const client = await identifyClient(deps.clients, clientCredentials(request, form));
     const perApp = consumeOAuthLimit(deps, 'deviceCodePerClient', client.clientId);
     if (perApp) await perApp;
+    // A proof here binds the request to its key (draft-parecki-oauth-dpop-device-flow).
+    const proof = await verifyDpopProof(deps, { header: request.headers.dpop, method: 'POST', url }, 'token_endpoint');
     const response = await requestDeviceAuthorization(deps, client, {
       scope: parseScope(form.scope),
       platform_name: form.platform_name,
       platform_description: form.platform_description,
       platform_icon: form.platform_icon,
+      dpopJkt: proof?.jkt ?? null,
     }, { ip: request.ip, userAgent: request.headers['user-agent'] });
-    return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').send(response);
+    return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').headers(dpopNonceHeader(deps)).send(response);
   });
 }

@@ -4,7 +4,9 @@ import type { Deps } from '../../deps.js';
 import { isDatabaseUnavailable } from '../../db/unavailable.js';
 import { identifyClient, requireGrantType } from '../../oauth/client-auth.js';
 import { OAuthError, unsupportedGrantType } from '../../oauth/errors.js';
+import { dpopNonceHeader, keyNotProven, verifyDpopProof } from '../../oauth/dpop.js';
 import { grantTypes } from '../../oauth/grant-types/index.js';
+import { endpoints } from '../../oauth/metadata.js';
 import { parseForm } from '../form.js';
 import { sendOAuthError } from '../plugins/error-handler.js';
 import { consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
@@ -17,6 +19,7 @@ const tokenForm = z.object({
 });
 
 export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
+  const url = endpoints(deps.config.issuer).token_endpoint;
   // RFC 6749 §3.2
   app.post('/oauth/token', async (request, reply) => {
     // Per address first: what one address sends never reaches the budget an app's devices share.
@@ -33,7 +36,10 @@ export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
     const parameters = parseForm(grantType.parameters, request.body);
     let response;
     try {
-      response = await grantType.handle(deps, client, parameters, { ip: request.ip });
+      // RFC 9449 §5: checked only when a proof came (or the app requires one), so Bearer requests pay nothing.
+      const proof = await verifyDpopProof(deps, { header: request.headers.dpop, method: 'POST', url }, 'token_endpoint');
+      if (!proof && client.requireDpop) throw keyNotProven('token_endpoint', 'this app is registered to use DPoP: send a DPoP proof');
+      response = await grantType.handle(deps, client, parameters, { ip: request.ip, dpopJkt: proof?.jkt ?? null });
     } catch (error) {
       if (error instanceof OAuthError) {
         deps.metrics.tokenRequests.inc({ grant_type: grantType.grantType, outcome: error.error });
@@ -48,6 +54,6 @@ export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
     }
     deps.metrics.tokenRequests.inc({ grant_type: grantType.grantType, outcome: 'issued' });
     // RFC 6749 §5.1: token responses must not be cached.
-    return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').send(response);
+    return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').headers(dpopNonceHeader(deps)).send(response);
   });
 }

@@ -30,6 +30,7 @@ const authorizeParameters = z.object({
   max_age: text,
   request: text,
   request_uri: text,
+  dpop_jkt: text,
 });
 const decisionForm = authorizeParameters.extend({ action: z.enum(['allow', 'deny']) });
 

@@ -77,6 +77,7 @@ async function issueCode(deps: Deps, request: AuthorizationRequest, user: Signed
     scopes: request.scopes,
     code_challenge: request.codeChallenge,
     nonce: request.nonce,
+    dpop_jkt: request.dpopJkt,
     auth_time: user.authTime,
     created_at: now,
     expires_at: addSeconds(now, AUTHORIZATION_CODE_TTL_SECONDS),

@@ -2,6 +2,7 @@ import { publicView, type Client, type ClientDirectory } from '../client-auth.js
 import type { MessageKey } from '../../i18n/catalogues.js';
 import { storedText } from '../../lib/stored-text.js';
 import { AUTHORIZATION_CODE_GRANT } from '../metadata.js';
+import { JKT_SYNTAX } from '../dpop.js';
 import { S256_CHALLENGE } from '../pkce.js';
 import { parseScope } from '../scopes.js';
 
@@ -19,6 +20,7 @@ export interface AuthorizeParameters {
   max_age?: string | undefined;
   request?: string | undefined;
   request_uri?: string | undefined;
+  dpop_jkt?: string | undefined;
 }
 
 /** The parameters an authorization request is made of, in the order they are written back. */
@@ -33,6 +35,7 @@ export const AUTHORIZE_PARAMETER_NAMES = [
   'nonce',
   'prompt',
   'max_age',
+  'dpop_jkt',
 ] as const satisfies ReadonlyArray<keyof AuthorizeParameters>;
 
 /** Bounds on what comes back in a redirect or an ID token: ample for any real client's values. */
@@ -52,6 +55,8 @@ export interface AuthorizationRequest {
   prompt: ReadonlySet<Prompt>;
   /** OIDC Core §3.1.2.1: the longest time since the user last signed in, in seconds. */
   maxAge: number | null;
+  /** RFC 9449 §10: the code is redeemed only with a proof of this key. */
+  dpopJkt: string | null;
   /** What the request was, to come back to after signing in (without prompt=login once honoured). */
   parameters: AuthorizeParameters;
 }
@@ -147,10 +152,16 @@ export async function checkAuthorizationRequest(clients: ClientDirectory, parame
     maxAge = Number(parameters.max_age);
   }
 
+  // RFC 9449 §10: a key thumbprint (RFC 7638, SHA-256) is 43 base64url characters, nothing else.
+  if (parameters.dpop_jkt !== undefined && !JKT_SYNTAX.test(parameters.dpop_jkt)) {
+    return refuse('invalid_request', 'dpop_jkt must be a base64url SHA-256 JWK thumbprint (43 characters)');
+  }
+  const dpopJkt = parameters.dpop_jkt ?? null;
+
   const client = publicView(found);
   return {
     kind: 'valid',
-    request: { client, redirectUri, state, scopes, codeChallenge: parameters.code_challenge, nonce, prompt, maxAge, parameters },
+    request: { client, redirectUri, state, scopes, codeChallenge: parameters.code_challenge, nonce, prompt, maxAge, dpopJkt, parameters },
   };
 }
 

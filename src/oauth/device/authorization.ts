@@ -29,6 +29,11 @@ export interface DeviceAuthorizationInput {
   platform_name?: string | undefined;
   platform_description?: string | undefined;
   platform_icon?: string | undefined;
+  /**
+   * The key of the request's DPoP proof, if it carried one: every poll must then prove it
+   * (draft-parecki-oauth-dpop-device-flow).
+   */
+  dpopJkt: string | null;
 }
 
 /** RFC 8628 §3.2, plus the confirmation phrase the device must display. */
@@ -82,6 +87,7 @@ export async function requestDeviceAuthorization(
       expires_at: addSeconds(now, config.deviceCodeTtl),
       requester_ip: origin.ip,
       requester_user_agent: storedUserAgent(origin.userAgent),
+      dpop_jkt: input.dpopJkt,
     });
     if (requestId === undefined) {
       // Disabled since it was identified, or the user code is taken: only the first needs a look.

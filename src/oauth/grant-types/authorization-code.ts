@@ -29,7 +29,8 @@ export const parameters = z.object({
  * a wrong redirect_uri or PKCE verifier): which of them it was would only help whoever holds a
  * code that is not theirs.
  */
-const REFUSED = 'the authorization code is invalid, expired or already used, or the redirect_uri or code_verifier does not match it';
+const REFUSED =
+  'the authorization code is invalid, expired or already used, or the redirect_uri, code_verifier or DPoP key does not match it';
 
 type Redemption = { kind: 'issued'; response: TokenResponse } | { kind: 'refused' } | { kind: 'replayed'; grantId: string | null };
 
@@ -58,6 +59,8 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     // OAuth 2.1 §4.1.3: the redirect_uri, if the request had one (ours always do), exactly as sent.
     if (form.redirect_uri !== code.redirect_uri) return { kind: 'refused' };
     if (!verifierMatches(form.code_verifier, code.code_challenge)) return { kind: 'refused' };
+    // RFC 9449 §10: a code requested with dpop_jkt is redeemed only with a proof of that key.
+    if (code.dpop_jkt !== null && code.dpop_jkt !== context.dpopJkt) return { kind: 'refused' };
     const user = await lockUserForIssuance(trx, code.user_id);
     if (!user || user.banned_at !== null) return { kind: 'refused' };
     const issued = await issueNewGrant(trx, deps, {
@@ -70,6 +73,8 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       withRefreshToken: receivesRefreshTokens(client) && code.scopes.includes('offline_access'),
       device: null,
       issuedBy: { reason: 'authorization_code', ip: context.ip, details: null },
+      // The code's key if it had one (the proof matched it), else the proof's: RFC 9449 §5.
+      dpopJkt: context.dpopJkt,
       now,
     });
     await setAuthorizationCodeGrant(trx, codeHash, issued.grantId);

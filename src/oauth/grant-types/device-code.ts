@@ -3,11 +3,13 @@ import type { Deps } from '../../deps.js';
 import { lockUserForIssuance } from '../../repositories/users.js';
 import {
   denyRedeemedForBannedUser,
+  isDeviceRequestBound,
   recordDevicePoll,
   redeemApprovedRequest,
   setDeviceRequestGrant,
 } from '../../repositories/device-requests.js';
 import { DISABLED_APP, refuseIfDisabled, type Client } from '../client-auth.js';
+import { keyNotProven } from '../dpop.js';
 import { accessDenied, authorizationPending, expiredToken, invalidClient, invalidGrant, slowDown } from '../errors.js';
 import { issueNewGrant, receivesRefreshTokens } from '../issuance.js';
 import { DEVICE_CODE_GRANT } from '../metadata.js';
@@ -31,6 +33,10 @@ const DENIAL_TEXT = {
 /** Most polls' answer, the same every time: made once rather than on each of them. */
 const STILL_PENDING = Object.freeze(authorizationPending('the user has not finished yet'));
 
+const POLL_WITHOUT_KEY = Object.freeze(
+  keyNotProven('token_endpoint', 'this device_code is bound to a DPoP key; every poll must carry a proof of that key'),
+);
+
 /**
  * RFC 8628 §3.4 / §3.5. Every poll is one statement that records it and applies slow_down; only
  * the poll that finds the request approved opens a transaction, which flips it to redeemed and
@@ -38,9 +44,13 @@ const STILL_PENDING = Object.freeze(authorizationPending('the user has not finis
  */
 export async function handle(deps: Deps, client: Client, form: z.output<typeof parameters>, context: GrantContext): Promise<TokenResponse> {
   const now = deps.clock.now();
-  const poll = await recordDevicePoll(deps.db, hashOpaque(form.device_code), client.clientId, now);
+  const deviceCodeHash = hashOpaque(form.device_code);
+  const poll = await recordDevicePoll(deps.db, deviceCodeHash, client.clientId, context.dpopJkt, now);
   // Another client's device_code is indistinguishable from an unknown one.
   if (!poll) {
+    // draft-parecki-oauth-dpop-device-flow: a request bound at its start answers only polls that
+    // prove its key, and records nothing of the others; the same answer whatever its state.
+    if (await isDeviceRequestBound(deps.db, deviceCodeHash, client.clientId)) throw POLL_WITHOUT_KEY;
     await refuseIfDisabled(deps.clients, client);
     throw invalidGrant('unknown device_code');
   }
@@ -75,6 +85,8 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
         platformIconSha256: redeemed.platform_icon_sha256,
         signedInIp: redeemed.requester_ip,
       },
+      // The request's key if it was bound (the poll proved it), else the redeeming poll's: RFC 9449 §5.
+      dpopJkt: context.dpopJkt,
       issuedBy: {
         reason: 'device_code',
         ip: context.ip,

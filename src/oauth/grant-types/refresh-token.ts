@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { revokeAndCountGrants } from '../grant-revocation.js';
 import { DISABLED_APP, refuseIfDisabled, type Client } from '../client-auth.js';
+import { keyNotProven } from '../dpop.js';
 import { invalidClient, invalidGrant, invalidScope } from '../errors.js';
 import { rotateGrantTokens } from '../issuance.js';
 import { REFRESH_TOKEN_GRANT } from '../metadata.js';
@@ -40,7 +41,13 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     throw invalidGrant(UNKNOWN);
   }
 
-  const rotation = await rotateGrantTokens(deps, { client, presentedToken: form.refresh_token, requestedScopes: requested, ip: context.ip });
+  const rotation = await rotateGrantTokens(deps, {
+    client,
+    presentedToken: form.refresh_token,
+    requestedScopes: requested,
+    ip: context.ip,
+    dpopJkt: context.dpopJkt,
+  });
   if (rotation.kind === 'rotated') return rotation.response;
   if (rotation.kind === 'unknown') {
     await refuseIfDisabled(deps.clients, client);
@@ -48,6 +55,8 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
   }
   const outcome = rotation.outcome;
   if (outcome.client_disabled) throw invalidClient(DISABLED_APP);
+  // Before the replay rule: whoever lacks the key cannot use the token, and must not revoke the grant with it.
+  if (!outcome.key_ok) throw keyNotProven('token_endpoint', 'this refresh token is bound to a DPoP key; send a proof of that key');
   if (!outcome.live) throw invalidGrant(UNKNOWN);
   if (outcome.replaced) return revokeReusedGrant(deps, outcome, context);
   if (outcome.expired) throw invalidGrant('the refresh token has expired; sign in again');

@@ -6,6 +6,8 @@ import type { TokenResponse } from '../token-response.js';
 export interface GrantContext {
   /** The caller's IP, recorded with lifecycle events. */
   ip: string;
+  /** RFC 9449: the key of the request's verified DPoP proof, or null without one. */
+  dpopJkt: string | null;
 }
 
 /** One module per grant type, all of this shape, dispatched by the token route. */

@@ -1,0 +1,187 @@
+import { createHash, createHmac } from 'node:crypto';
+import { calculateJwkThumbprint, compactVerify, decodeProtectedHeader, importJWK, type JWK } from 'jose';
+import type { Deps } from '../deps.js';
+import { OAuthError } from './errors.js';
+
+/**
+ * DPoP (RFC 9449): a client proves, with every token request and every use of a bound token,
+ * that it holds the private key its tokens are bound to. This module checks a proof completely and
+ * names its key by thumbprint (RFC 7638, the "jkt"); which key a request, code, grant or token is
+ * bound to, and what binding means, is for the grant types and the resource endpoints.
+ */
+
+/**
+ * Asymmetric algorithms only (RFC 9449 §4.2: never none, never a MAC). EdDSA and its fully
+ * specified name Ed25519; RSA keys below 2048 bits are refused by jose itself.
+ */
+export const DPOP_SIGNING_ALGS = ['ES256', 'ES384', 'EdDSA', 'Ed25519', 'PS256', 'RS256'] as const;
+const ALGS: ReadonlySet<string> = new Set(DPOP_SIGNING_ALGS);
+
+/** A 4096-bit RSA key with its proof is about 1.5 KB; nothing legitimate comes near this. */
+export const MAX_PROOF_LENGTH = 4096;
+/** RFC 9449 §4.2 asks for at least 96 random bits; clients send 22 to 43 characters. */
+export const MAX_JTI_LENGTH = 256;
+/** A base64url SHA-256 thumbprint (RFC 7638): what dpop_jkt must look like. */
+export const JKT_SYNTAX = /^[A-Za-z0-9_-]{43}$/;
+
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+/** RFC 7517/7518: members that only a private (or symmetric) key has. */
+const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
+
+/** Where the proof came: the token endpoint answers 400, a resource 401 with a DPoP challenge (RFC 9449 §7.1). */
+export type ProofPlace = 'token_endpoint' | 'resource';
+
+export interface ProofRequest {
+  /** The DPoP header as the server received it: several are refused. */
+  header: string | string[] | undefined;
+  method: string;
+  /** The endpoint's URL as this server names it (from ISSUER), which htu must name too. */
+  url: string;
+  /** At a resource: the access token presented with the proof, whose hash it must carry (ath). */
+  accessToken?: string;
+}
+
+export interface VerifiedProof {
+  /** The proof key's RFC 7638 thumbprint: what tokens are bound to. */
+  jkt: string;
+}
+
+type ProofDeps = Pick<Deps, 'config' | 'clock' | 'secrets' | 'usedProofs'>;
+
+/** The algs a WWW-Authenticate: DPoP challenge lists (RFC 9449 §7.1). */
+export const DPOP_CHALLENGE_ALGS = `algs="${DPOP_SIGNING_ALGS.join(' ')}"`;
+
+/** A 401 challenge for the DPoP scheme at a resource; `error` and description are ours, never the request's. */
+export function dpopChallenge(error: string | null, description?: string): string {
+  const parts = ['DPoP realm="device-auth"'];
+  if (error) parts.push(`error="${error}"`);
+  if (description) parts.push(`error_description="${description.replace(/["\\]/g, '')}"`);
+  parts.push(DPOP_CHALLENGE_ALGS);
+  return parts.join(', ');
+}
+
+function refused(place: ProofPlace, description: string): OAuthError {
+  // RFC 9449 §5: 400 invalid_dpop_proof at the token endpoint; §7.1: 401 with a challenge at a resource.
+  if (place === 'token_endpoint') return new OAuthError('invalid_dpop_proof', description);
+  return new OAuthError('invalid_dpop_proof', description, 401, { 'WWW-Authenticate': dpopChallenge('invalid_dpop_proof', description) });
+}
+
+function nonceRequired(deps: ProofDeps, place: ProofPlace, description: string): OAuthError {
+  const nonce = currentDpopNonce(deps);
+  // RFC 9449 §8 (token endpoint, 400) and §9 (resource, 401 with the challenge).
+  if (place === 'token_endpoint') return new OAuthError('use_dpop_nonce', description, 400, { 'DPoP-Nonce': nonce });
+  return new OAuthError('use_dpop_nonce', description, 401, {
+    'WWW-Authenticate': dpopChallenge('use_dpop_nonce', description),
+    'DPoP-Nonce': nonce,
+  });
+}
+
+const slotOf = (deps: ProofDeps, at: Date) => Math.floor(at.getTime() / 1000 / deps.config.dpop.noncePeriodSeconds);
+const nonceOfSlot = (key: Buffer, slot: number) => createHmac('sha256', key).update(`dpop-nonce:${slot}`).digest('base64url');
+
+/**
+ * RFC 9449 §8: a server nonce with no state: the HMAC of the current time slot under a key every
+ * instance shares, so any instance accepts any other's, for one to two periods.
+ */
+export function currentDpopNonce(deps: ProofDeps): string {
+  return nonceOfSlot(deps.secrets.dpopNonceKey, slotOf(deps, deps.clock.now()));
+}
+
+function isLiveNonce(deps: ProofDeps, nonce: unknown): boolean {
+  if (typeof nonce !== 'string' || nonce.length !== 43) return false;
+  const slot = slotOf(deps, deps.clock.now());
+  return nonce === nonceOfSlot(deps.secrets.dpopNonceKey, slot) || nonce === nonceOfSlot(deps.secrets.dpopNonceKey, slot - 1);
+}
+
+/** RFC 9449 §4.3 step 9: htu without query and fragment, compared after the URL parser's normalisation. */
+function targetOf(url: string): string | null {
+  if (url.length > 2048) return null;
+  try {
+    const parsed = new URL(url);
+    return `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
+  } catch {
+    return null;
+  }
+}
+
+/** base64url(SHA-256(token)): the ath claim (RFC 9449 §4.2). */
+export function accessTokenHash(token: string): string {
+  return createHash('sha256').update(token, 'ascii').digest('base64url');
+}
+
+/**
+ * RFC 9449 §4.3: every check, in order of cost; the one write (the proof's jti, recorded once
+ * across every instance) comes last, so a proof refused for any other reason uses nothing up.
+ * Null when the request carried no DPoP header. Descriptions are ours; nothing of the proof is
+ * echoed into a header or a log.
+ */
+export async function verifyDpopProof(deps: ProofDeps, request: ProofRequest, place: ProofPlace): Promise<VerifiedProof | null> {
+  const { header } = request;
+  if (header === undefined) return null;
+  // Node joins repeated headers with ", ": either way, one proof only (RFC 9449 §4.3 step 1).
+  if (Array.isArray(header) || header.includes(',')) throw refused(place, 'send exactly one DPoP header');
+  if (header.length > MAX_PROOF_LENGTH) throw refused(place, `the DPoP proof is longer than ${MAX_PROOF_LENGTH} characters`);
+  if (!COMPACT_JWS.test(header)) throw refused(place, 'the DPoP header is not a compact JWS');
+
+  let protectedHeader: ReturnType<typeof decodeProtectedHeader>;
+  try {
+    protectedHeader = decodeProtectedHeader(header);
+  } catch {
+    throw refused(place, 'the DPoP proof header is not valid JSON');
+  }
+  if (protectedHeader.typ !== 'dpop+jwt') throw refused(place, 'the DPoP proof must have typ dpop+jwt');
+  const alg = protectedHeader.alg;
+  if (typeof alg !== 'string' || !ALGS.has(alg)) throw refused(place, `the DPoP proof must be signed with one of ${DPOP_SIGNING_ALGS.join(', ')}`);
+  const jwk = protectedHeader.jwk as JWK | undefined;
+  if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) throw refused(place, 'the DPoP proof must carry its public key as jwk');
+  if (PRIVATE_MEMBERS.some((member) => member in jwk)) throw refused(place, 'the DPoP proof jwk must be a public key, without private parts');
+
+  let payload: Record<string, unknown>;
+  let jkt: string;
+  try {
+    const key = await importJWK(jwk, alg);
+    const verified = await compactVerify(header, key, { algorithms: [alg] });
+    const parsed: unknown = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(verified.payload));
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
+    payload = parsed as Record<string, unknown>;
+    jkt = await calculateJwkThumbprint(jwk, 'sha256');
+  } catch {
+    throw refused(place, 'the DPoP proof signature does not verify with its jwk');
+  }
+
+  const { jti, htm, htu, iat } = payload;
+  if (typeof jti !== 'string' || jti.length === 0 || jti.length > MAX_JTI_LENGTH) {
+    throw refused(place, `the DPoP proof needs a jti of 1 to ${MAX_JTI_LENGTH} characters`);
+  }
+  if (htm !== request.method) throw refused(place, 'the DPoP proof htm does not match the request method');
+  const expected = targetOf(request.url);
+  if (typeof htu !== 'string' || expected === null || targetOf(htu) !== expected) throw refused(place, 'the DPoP proof htu does not match this endpoint');
+  const now = deps.clock.now();
+  const window = deps.config.dpop.proofWindowSeconds;
+  if (typeof iat !== 'number' || !Number.isFinite(iat) || Math.abs(now.getTime() / 1000 - iat) > window) {
+    throw refused(place, `the DPoP proof iat must be within ${window} seconds of the server's time`);
+  }
+  if (request.accessToken !== undefined && payload.ath !== accessTokenHash(request.accessToken)) {
+    throw refused(place, 'the DPoP proof ath does not match the access token');
+  }
+  if (deps.config.dpop.nonces && !isLiveNonce(deps, payload.nonce)) {
+    throw nonceRequired(deps, place, payload.nonce === undefined ? 'this server requires a DPoP nonce' : 'the DPoP nonce is stale or unknown');
+  }
+
+  // RFC 9449 §11.1: a jti is used once per key. Kept until no clock within the window could accept
+  // the proof again (iat at most `window` ahead of now, accepted until `window` after iat).
+  const proofHash = createHash('sha256').update(`${jkt}.${jti}`).digest();
+  const firstUse = await deps.usedProofs.claimOnce(proofHash, new Date(now.getTime() + 2 * window * 1000));
+  if (!firstUse) throw refused(place, 'this DPoP proof was already used; sign a new one with a new jti');
+  return { jkt };
+}
+
+/** RFC 9449 §8.2: with nonces on, every answer carries the current one, so a client never needs a refusal to learn it. */
+export function dpopNonceHeader(deps: ProofDeps): Record<string, string> {
+  return deps.config.dpop.nonces ? { 'DPoP-Nonce': currentDpopNonce(deps) } : {};
+}
+
+/** A refusal because a key was required (a bound request, code or grant, or an app that requires DPoP) and not proven. */
+export function keyNotProven(place: ProofPlace, description: string): OAuthError {
+  return refused(place, description);
+}
