@@ -24,7 +24,8 @@ export const MAX_JTI_LENGTH = 256;
 /** A base64url SHA-256 thumbprint (RFC 7638): what dpop_jkt must look like. */
 export const JKT_SYNTAX = /^[A-Za-z0-9_-]{43}$/;
 
-const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+/** An empty signature gets as far as the alg check, so that alg none is refused by name. */
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 /** RFC 7517/7518: members that only a private (or symmetric) key has. */
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
 

@@ -117,6 +117,7 @@ export async function seedClient(
     introspection?: boolean;
     grantTypes?: string[];
     redirectUris?: string[];
+    dpopBoundAccessTokens?: boolean;
   } = {},
 ) {
   const created = await createClient(t.deps.db, {
@@ -127,6 +128,7 @@ export async function seedClient(
     introspection: options.introspection,
     grant_types: options.grantTypes,
     redirect_uris: options.redirectUris,
+    dpop_bound_access_tokens: options.dpopBoundAccessTokens,
   });
   return { clientId: created.client_id, clientSecret: created.client_secret };
 }

@@ -1,0 +1,61 @@
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
+
+/** A client's DPoP key pair (RFC 9449 §4), with its public JWK and thumbprint. */
+export interface DpopKey {
+  alg: string;
+  privateKey: CryptoKey;
+  jwk: JWK;
+  jkt: string;
+}
+
+export async function dpopKey(alg = 'ES256'): Promise<DpopKey> {
+  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
+  const jwk = await exportJWK(publicKey);
+  return { alg, privateKey, jwk, jkt: await calculateJwkThumbprint(jwk, 'sha256') };
+}
+
+export const ISSUER = 'http://localhost:3000';
+
+export interface ProofOptions {
+  htm?: string;
+  /** A path on the test issuer, or an absolute URL. */
+  htu?: string;
+  /** Seconds since the epoch; now by default. */
+  iat?: number;
+  jti?: string | null;
+  /** The access token to hash into ath. */
+  accessToken?: string;
+  ath?: string;
+  nonce?: string;
+  typ?: string;
+  /** Replaces the jwk in the header (a private key, say). */
+  jwk?: JWK;
+}
+
+/** A proof signed by `key`, correct unless an option says otherwise. */
+export async function proofFor(key: DpopKey, options: ProofOptions = {}): Promise<string> {
+  const htu = options.htu ?? '/oauth/token';
+  const payload: Record<string, unknown> = {
+    htm: options.htm ?? 'POST',
+    htu: htu.startsWith('/') ? `${ISSUER}${htu}` : htu,
+    iat: options.iat ?? Math.floor(Date.now() / 1000),
+  };
+  if (options.jti !== null) payload.jti = options.jti ?? randomBytes(16).toString('base64url');
+  if (options.accessToken !== undefined) payload.ath = createHash('sha256').update(options.accessToken).digest('base64url');
+  if (options.ath !== undefined) payload.ath = options.ath;
+  if (options.nonce !== undefined) payload.nonce = options.nonce;
+  return new SignJWT(payload)
+    .setProtectedHeader({ alg: key.alg, typ: options.typ ?? 'dpop+jwt', jwk: options.jwk ?? key.jwk })
+    .sign(key.privateKey);
+}
+
+const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+
+/** A proof with alg none or a MAC (HS256 under a key anyone could pick): never accepted. */
+export function unsignedProof(alg: 'none' | 'HS256', jwk: JWK, htu = '/oauth/token'): string {
+  const header = b64({ alg, typ: 'dpop+jwt', jwk });
+  const payload = b64({ htm: 'POST', htu: `${ISSUER}${htu}`, iat: Math.floor(Date.now() / 1000), jti: randomBytes(16).toString('base64url') });
+  const signature = alg === 'none' ? '' : createHmac('sha256', 'secret').update(`${header}.${payload}`).digest('base64url');
+  return `${header}.${payload}.${signature}`;
+}
