@@ -1,3 +1,5 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import qrcode from 'qrcode-terminal';
 import type { DeviceAuthorizationResponse } from '../oauth/device/authorization.js';
 
@@ -13,6 +15,8 @@ export interface LoginOptions {
   clientSecret?: string | undefined;
   scope?: string | undefined;
   platformName?: string | undefined;
+  /** RFC 9449: a fresh ES256 key binds the request and its tokens; every request carries a proof. */
+  dpop?: boolean | undefined;
   screen: (text: string) => void;
   sleep?: (seconds: number) => Promise<void>;
 }
@@ -29,6 +33,33 @@ export class LoginStopped extends Error {
 interface Metadata {
   device_authorization_endpoint: string;
   token_endpoint: string;
+  userinfo_endpoint?: string;
+}
+
+/** The device's DPoP key and the server's latest nonce (RFC 9449 §8), if it sent one. */
+interface DpopState {
+  privateKey: CryptoKey;
+  jwk: JWK;
+  nonce: string | undefined;
+}
+
+async function newDpopState(): Promise<DpopState> {
+  const { privateKey, publicKey } = await generateKeyPair('ES256');
+  return { privateKey, jwk: await exportJWK(publicKey), nonce: undefined };
+}
+
+/** RFC 9449 §4.2: a new proof (new jti) for each request. */
+function dpopProof(state: DpopState, method: string, url: string, accessToken?: string): Promise<string> {
+  return new SignJWT({
+    htm: method,
+    htu: url,
+    jti: randomBytes(16).toString('base64url'),
+    ...(accessToken === undefined ? {} : { ath: createHash('sha256').update(accessToken).digest('base64url') }),
+    ...(state.nonce === undefined ? {} : { nonce: state.nonce }),
+  })
+    .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: state.jwk })
+    .setIssuedAt()
+    .sign(state.privateKey);
 }
 
 const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
@@ -38,7 +69,7 @@ function qr(text: string): Promise<string> {
   return new Promise((resolve) => qrcode.generate(text, { small: true }, resolve));
 }
 
-async function post(url: string, form: Record<string, string | undefined>, options: LoginOptions) {
+async function post(url: string, form: Record<string, string | undefined>, options: LoginOptions, dpop: DpopState | null) {
   const body = new URLSearchParams();
   for (const [k, v] of Object.entries(form)) if (v !== undefined) body.set(k, v);
   const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
@@ -48,9 +79,26 @@ async function post(url: string, form: Record<string, string | undefined>, optio
   } else {
     body.set('client_id', options.clientId);
   }
-  const res = await fetch(url, { method: 'POST', headers, body });
-  const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
-  return { status: res.status, json };
+  // One retry when the server asks for a nonce (RFC 9449 §8): the answer carried it.
+  for (let attempt = 0; ; attempt++) {
+    if (dpop) headers.dpop = await dpopProof(dpop, 'POST', url);
+    const res = await fetch(url, { method: 'POST', headers, body });
+    const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+    if (dpop) dpop.nonce = res.headers.get('dpop-nonce') ?? dpop.nonce;
+    if (dpop && attempt === 0 && json.error === 'use_dpop_nonce') continue;
+    return { status: res.status, json };
+  }
+}
+
+/** OIDC Core §5.3 with the bound token (RFC 9449 §7), retried once for a nonce. */
+async function dpopUserinfo(url: string, accessToken: string, dpop: DpopState): Promise<Record<string, unknown>> {
+  for (let attempt = 0; ; attempt++) {
+    const res = await fetch(url, { headers: { authorization: `DPoP ${accessToken}`, dpop: await dpopProof(dpop, 'GET', url, accessToken) } });
+    dpop.nonce = res.headers.get('dpop-nonce') ?? dpop.nonce;
+    if (attempt === 0 && res.status === 401 && /error="use_dpop_nonce"/.test(res.headers.get('www-authenticate') ?? '')) continue;
+    if (!res.ok) throw new LoginStopped('error', `userinfo refused the DPoP-bound token (HTTP ${res.status})`);
+    return (await res.json()) as Record<string, unknown>;
+  }
 }
 
 export async function simulateDeviceLogin(options: LoginOptions): Promise<Record<string, unknown>> {
@@ -62,10 +110,12 @@ export async function simulateDeviceLogin(options: LoginOptions): Promise<Record
 
   // A client with a secret is a bot (TVs are public clients): the simulator says which it plays.
   const playing = options.clientSecret === undefined ? 'a TV' : 'a bot';
+  const dpop = options.dpop ? await newDpopState() : null;
   const code = await post(
     meta.device_authorization_endpoint,
     { scope: options.scope, platform_name: options.platformName ?? 'device-auth simulator', platform_description: `A terminal pretending to be ${playing}` },
     options,
+    dpop,
   );
   if (code.status !== 200) {
     throw new LoginStopped('error', `device code request refused: ${String(code.json.error)}: ${String(code.json.error_description ?? '')}`);
@@ -93,9 +143,15 @@ export async function simulateDeviceLogin(options: LoginOptions): Promise<Record
   // Bounded by the code's lifetime: at most expires_in / interval polls.
   while (Date.now() < deadline) {
     await sleep(interval);
-    const res = await post(meta.token_endpoint, { grant_type: DEVICE_GRANT, device_code: auth.device_code }, options);
+    const res = await post(meta.token_endpoint, { grant_type: DEVICE_GRANT, device_code: auth.device_code }, options, dpop);
     if (res.status === 200) {
       options.screen('  Approved. Signed in.\n');
+      const accessToken = res.json.access_token;
+      const openid = String(res.json.scope ?? '').split(' ').includes('openid');
+      if (dpop && openid && meta.userinfo_endpoint && typeof accessToken === 'string') {
+        const claims = await dpopUserinfo(meta.userinfo_endpoint, accessToken, dpop);
+        options.screen(`  Userinfo with the DPoP-bound token: sub ${String(claims.sub)}\n`);
+      }
       return res.json;
     }
     const error = String(res.json.error);

@@ -29,7 +29,8 @@ const USAGE = `usage: device-auth <command>
 
   migrate                       apply the schema's migrations (a server migrates at start)
   client create --name NAME --kind tv|bot|web --type public|confidential [--scope "openid profile email offline_access"]
-                [--no-introspection] [--grant-types "device_code refresh_token"] [--redirect-uri URL ...]
+                [--no-introspection] [--grant-types "device_code refresh_token"] [--redirect-uri URL ...] [--dpop]
+                                --dpop: tokens only with a DPoP proof (RFC 9449 dpop_bound_access_tokens).
                                 a confidential web app is a resource server that may introspect tokens
                                 unless --no-introspection; a tv or bot app never is. Grant types default
                                 to what the kind always could: tv and bot "device_code refresh_token"
@@ -40,7 +41,7 @@ const USAGE = `usage: device-auth <command>
                                 one JSON line per client, in client_id order; the next page starts --after the last
   client show CLIENT_ID
   client update CLIENT_ID [--name NAME] [--scope "SCOPES"] [--introspection | --no-introspection]
-                [--grant-types "GRANTS"] [--redirect-uri URL ... | --no-redirect-uris]
+                [--grant-types "GRANTS"] [--redirect-uri URL ... | --no-redirect-uris] [--dpop | --no-dpop]
                                 new requests are held to the new registration at once; issued tokens keep their scopes
   client rotate-secret CLIENT_ID [--grace SECONDS]
                                 a new secret, shown once; the old one keeps working for SECONDS (default 0)
@@ -65,8 +66,9 @@ const USAGE = `usage: device-auth <command>
                                 what happened to grants and why, as JSON lines, oldest first
   purge                         delete expired requests, sessions, tokens and long-ended grants now
   housekeeping                  the server's periodic purge: last run, failures in a row, healthy or not
-  login --client CLIENT_ID [--secret-env VAR | --secret-stdin] [--issuer URL] [--scope SCOPE]
-                                a device simulator: shows a code and phrase like a TV, polls, prints the tokens
+  login --client CLIENT_ID [--secret-env VAR | --secret-stdin] [--issuer URL] [--scope SCOPE] [--dpop]
+                                a device simulator: shows a code and phrase like a TV, polls, prints the tokens;
+                                --dpop binds them to a fresh ES256 key (RFC 9449) and reads userinfo with it
   --help, -h                    after any command: its usage; nothing runs
   --version                     the program's version
 
@@ -235,6 +237,7 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       'no-introspection': { type: 'boolean' },
       'grant-types': { type: 'string' },
       'redirect-uri': { type: 'string', multiple: true },
+      dpop: { type: 'boolean' },
     });
     const body = {
       name: required(values, 'name'),
@@ -245,6 +248,7 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       ...(values['no-introspection'] && { introspection: false }),
       ...(values['grant-types'] !== undefined && { grant_types: grantTypeList(values['grant-types']) }),
       ...(values['redirect-uri'] !== undefined && { redirect_uris: values['redirect-uri'] }),
+      ...(values.dpop && { dpop_bound_access_tokens: true }),
     };
     return withAdmin((admin) => call(admin, 'POST', '/admin/clients', body));
   }
@@ -262,10 +266,13 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       'grant-types': { type: 'string' },
       'redirect-uri': { type: 'string', multiple: true },
       'no-redirect-uris': { type: 'boolean' },
+      dpop: { type: 'boolean' },
+      'no-dpop': { type: 'boolean' },
     });
     const clientId = onePositional(positionals, 'CLIENT_ID');
     if (values.introspection && values['no-introspection']) throw new UsageError('give --introspection or --no-introspection, not both');
     if (values['redirect-uri'] && values['no-redirect-uris']) throw new UsageError('give --redirect-uri or --no-redirect-uris, not both');
+    if (values.dpop && values['no-dpop']) throw new UsageError('give --dpop or --no-dpop, not both');
     const changes = {
       ...(values.name !== undefined && { name: values.name }),
       ...(values.scope !== undefined && { scopes: scopeList(values.scope) }),
@@ -274,9 +281,11 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       ...(values['grant-types'] !== undefined && { grant_types: grantTypeList(values['grant-types']) }),
       ...(values['redirect-uri'] !== undefined && { redirect_uris: values['redirect-uri'] }),
       ...(values['no-redirect-uris'] && { redirect_uris: [] }),
+      ...(values.dpop && { dpop_bound_access_tokens: true }),
+      ...(values['no-dpop'] && { dpop_bound_access_tokens: false }),
     };
     if (Object.keys(changes).length === 0) {
-      throw new UsageError('nothing to change: give --name, --scope, --introspection, --no-introspection, --grant-types, --redirect-uri or --no-redirect-uris');
+      throw new UsageError('nothing to change: give --name, --scope, --introspection, --no-introspection, --grant-types, --redirect-uri, --no-redirect-uris, --dpop or --no-dpop');
     }
     return withAdmin((admin) => call(admin, 'PATCH', `/admin/clients/${segment(clientId)}`, changes, { notFound: noClient(clientId) }));
   }
@@ -387,6 +396,7 @@ export async function runCli(argv: string[], secrets: SecretSources = processSec
         'secret-stdin': { type: 'boolean' },
         issuer: { type: 'string' },
         scope: { type: 'string' },
+        dpop: { type: 'boolean' },
       });
       if (values['secret-env'] !== undefined && values['secret-stdin']) throw new UsageError('give --secret-env or --secret-stdin, not both');
       // A public client (a TV) has no secret: one is read only when asked for.
@@ -399,6 +409,7 @@ export async function runCli(argv: string[], secrets: SecretSources = processSec
           clientId: required(values, 'client'),
           clientSecret,
           scope: values.scope,
+          dpop: values.dpop,
           screen: (text) => process.stderr.write(text),
         });
       } catch (error) {

@@ -48,6 +48,19 @@ describe('client and user commands through the admin API', () => {
     expect(noWayBack.stderr).toContain('needs at least one redirect URI');
   });
 
+  it('client create --dpop registers dpop_bound_access_tokens (RFC 9449 §5.2); update --no-dpop takes it away', async () => {
+    const created = await cli(['client', 'create', '--name', 'Bound TV', '--kind', 'tv', '--type', 'public', '--dpop']);
+    expect(created.code, created.stderr).toBe(0);
+    const tv = json(created.stdout);
+    expect(tv.dpop_bound_access_tokens).toBe(true);
+    const shown = json((await cli(['client', 'show', tv.client_id])).stdout);
+    expect(shown.dpop_bound_access_tokens).toBe(true);
+    const relaxed = await cli(['client', 'update', tv.client_id, '--no-dpop']);
+    expect(relaxed.code, relaxed.stderr).toBe(0);
+    expect(json(relaxed.stdout).dpop_bound_access_tokens).toBe(false);
+    expect((await cli(['client', 'update', tv.client_id, '--dpop', '--no-dpop'])).code).toBe(2);
+  });
+
   it('client update, rotate-secret (with --grace), delete; each names an unknown client', async () => {
     const created = json((await cli(['client', 'create', '--name', 'Hall Bot', '--kind', 'bot', '--type', 'confidential'])).stdout);
     const updated = await cli(['client', 'update', created.client_id, '--name', 'Hallway Bot', '--scope', 'openid profile']);

@@ -73,6 +73,19 @@ describe('device-auth login (device simulator)', () => {
     expect(tokens).toMatchObject({ token_type: 'Bearer', access_token: expect.stringMatching(/^da_at_/), refresh_token: expect.stringMatching(/^da_rt_/) });
   });
 
+  it('--dpop binds the code and tokens to a fresh key: token_type DPoP, and userinfo answers the bound token', async () => {
+    const { clientId } = await seedClient(t);
+    const run = runLogin(['--client', clientId, '--issuer', issuer, '--scope', 'openid offline_access', '--dpop']);
+    const userCode = await run.userCode;
+    const request = await t.deps.db.selectFrom('device_requests').select('dpop_jkt').where('client_id', '=', clientId).executeTakeFirstOrThrow();
+    expect(request.dpop_jkt).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    await decide(t, userCode, user.userId, 'approve');
+    const result = await run.done;
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain(`Userinfo with the DPoP-bound token: sub ${user.userId}`);
+    expect(JSON.parse(result.stdout)).toMatchObject({ token_type: 'DPoP' });
+  });
+
   it.each([
     ['the variable named by --secret-env', (secret: string) => ({ args: ['--secret-env', 'BOT_SECRET'], env: { BOT_SECRET: secret } })],
     ['standard input with --secret-stdin', (secret: string) => ({ args: ['--secret-stdin'], stdin: `${secret}\n` })],
