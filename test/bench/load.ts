@@ -18,6 +18,7 @@ import {
   WEB_CLIENT_ID,
   WEB_REDIRECT_URI,
 } from './fixtures.js';
+import { ProofSupply } from './dpop-proofs.js';
 import { KeepAliveConnection, rawRequest, type HttpResponse } from './http-client.js';
 import type { LoadResult, LoadSpec, MinuteStats } from './scenarios.js';
 
@@ -60,9 +61,20 @@ interface Counters {
   poolExhausted: boolean;
 }
 
-function sourceFor(spec: LoadSpec, counters: Counters): Source {
+/** Proofs for the token endpoint as the server names it (ISSUER is http://127.0.0.1:<port>), for the dpop-* scenarios. */
+function proofsFor(spec: LoadSpec): ProofSupply | null {
+  if (spec.kind !== 'dpop-poll' && spec.kind !== 'dpop-refresh') return null;
+  const proofs = new ProofSupply('POST', `http://127.0.0.1:${spec.port}/oauth/token`);
+  // A rough upper bound of what the window takes; at most 8 s of signing, so every proof is still fresh at its use.
+  proofs.prepare(Math.min(spec.maxRequests, 250_000), 8000);
+  return proofs;
+}
+
+function sourceFor(spec: LoadSpec, counters: Counters, proofs: ProofSupply | null): Source {
   const host = `${spec.host}:${spec.port}`;
-  const tokenRequest = (body: string, headers: Record<string, string> = {}) => rawRequest('POST', '/oauth/token', host, headers, body);
+  // The DPoP header is the only difference between a dpop-* request and its Bearer twin.
+  const tokenRequest = (body: string, headers: Record<string, string> = {}) =>
+    rawRequest('POST', '/oauth/token', host, proofs ? { ...headers, dpop: proofs.next() } : headers, body);
   switch (spec.kind) {
     case 'form':
       return () => ({ raw: rawRequest('POST', '/ceiling/form', host, {}, `id=${randomInt(1, CEILING_ROWS + 1)}&name=bench`) });
@@ -78,13 +90,18 @@ function sourceFor(spec: LoadSpec, counters: Counters): Source {
       );
       return () => ({ raw });
     }
-    case 'poll': {
+    case 'poll':
+    case 'dpop-poll': {
       // Every code waits intervalMs after its answer, as a well-behaved client sleeps `interval`
-      // between polls. All codes share the interval, so a FIFO stays ordered by due time.
-      const pollOf = (row: number) =>
-        tokenRequest(`grant_type=${DEVICE_GRANT}&client_id=${TV_CLIENT_ID}&device_code=${benchToken('deviceCode', row)}`);
+      // between polls. All codes share the interval, so a FIFO stays ordered by due time. A Bearer
+      // poll's request is the same bytes every time, made once; a DPoP poll's carries a new proof.
+      const pollOf = (row: number) => `grant_type=${DEVICE_GRANT}&client_id=${TV_CLIENT_ID}&device_code=${benchToken('deviceCode', row)}`;
+      const raw = proofs ? (body: string) => tokenRequest(body) : (body: string) => body;
       const due: Array<{ raw: string; dueAt: number }> = [];
-      for (let k = 0; k < spec.rows.count; k++) due.push({ raw: pollOf(spec.rows.offset + k * spec.rows.stride), dueAt: 0 });
+      for (let k = 0; k < spec.rows.count; k++) {
+        const body = pollOf(spec.rows.offset + k * spec.rows.stride);
+        due.push({ raw: proofs ? body : tokenRequest(body), dueAt: 0 });
+      }
       let head = 0;
       const take = async (_w: number, stopAt: number): Promise<Job | null> => {
         for (;;) {
@@ -99,7 +116,7 @@ function sourceFor(spec: LoadSpec, counters: Counters): Source {
               head = 0;
             }
             return {
-              raw: next.raw,
+              raw: raw(next.raw),
               settle: (_response, receivedAt) => due.push({ raw: next.raw, dueAt: receivedAt + spec.intervalMs }),
             };
           }
@@ -115,7 +132,8 @@ function sourceFor(spec: LoadSpec, counters: Counters): Source {
       );
       return (w) => ({ raw: raws[w]! });
     }
-    case 'refresh': {
+    case 'refresh':
+    case 'dpop-refresh': {
       const spares = spec.refreshGrants.slice(spec.connections);
       const held: Array<string | null> = spec.refreshGrants.slice(0, spec.connections).map((grant) => benchToken('refreshToken', grant));
       return (w) => {
@@ -179,7 +197,8 @@ function percentile(sorted: Uint32Array, p: number): number {
 
 async function run(spec: LoadSpec): Promise<LoadResult> {
   const counters: Counters = { waitsForDueCode: 0, grantsLost: 0, firstPolls: 0, poolExhausted: false };
-  const source = sourceFor(spec, counters);
+  const proofs = proofsFor(spec);
+  const source = sourceFor(spec, counters, proofs);
   const latencies = new Uint32Array(spec.maxRequests);
   const completedAt = spec.timeline ? new Uint32Array(spec.maxRequests) : null;
   const mix = new Map<string, number>();
@@ -190,7 +209,7 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
   // A well-behaved pool's steady state begins once every code has been polled: the first poll of
   // each is also the first write to its row since the data set was seeded and checkpointed, a
   // full-page image in PostgreSQL's WAL that a code polled seconds after its issue never costs.
-  const poolSize = spec.kind === 'poll' ? spec.rows.count : 0;
+  const poolSize = spec.kind === 'poll' || spec.kind === 'dpop-poll' ? spec.rows.count : 0;
   const poolCycled = () => counters.firstPolls >= poolSize;
   const warmupLimitMs = poolSize > 0 ? Math.max(spec.warmupMs, spec.warmupLimitMs) : spec.warmupMs;
   let measureFrom = Infinity;
@@ -294,6 +313,7 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
     waitsForDueCode: counters.waitsForDueCode,
     grantsLost: counters.grantsLost,
     ...(spec.kind === 'auth-code' ? { poolExhausted: counters.poolExhausted } : {}),
+    ...(proofs ? { proofsSignedLive: proofs.signedLive } : {}),
     minutes,
   };
 }

@@ -60,7 +60,8 @@ export const USAGE = `usage: npm run bench -- [options]
   --baseline PATH     a previous results JSON to compare with (ratios to the ceilings)
   --report PATH       print the report of an earlier results JSON again, running nothing
   --only IDS          these scenarios only, in this order, e.g. refresh-openid,refresh (ceilings always run):
-                      poll, poll-slow_down, refresh, refresh-openid, introspect, userinfo, code, auth-code
+                      poll, poll-slow_down, refresh, refresh-openid, introspect, userinfo, code, auth-code,
+                      dpop-poll, dpop-refresh (the poll and refresh with a DPoP proof on every request)
   --profile           a CPU profile of the server in each PostgreSQL scenario (not the ceilings): a fresh
                       server per scenario under node --cpu-prof, profiles in profiles/ beside the JSON
                       (default test/bench/results/profiles/<scenario>.cpuprofile), a summary of each at

@@ -455,6 +455,27 @@ function plansFor(rows: number, from: number, options: Options, profile: Profile
     },
     { id: `introspect${suffix}`, scenario: 'introspect', kind: 'introspect', rows, spec: { grants: rows } },
   );
+  // Beside the Bearer ones, only when asked for (--only): the same pool of codes as poll (whose
+  // warm-up cycles it again), and grants of their own, even ones between refresh's.
+  if (options.only?.some((id) => id.startsWith('dpop-'))) {
+    plans.push(
+      {
+        id: `dpop-poll${suffix}`,
+        scenario: 'poll with a DPoP proof (interval 1 s, well-behaved)',
+        kind: 'dpop-poll',
+        rows,
+        spec: { rows: { offset: 0, count: poolSize, stride: Math.max(1, Math.floor(rows / poolSize)) } },
+      },
+      {
+        id: `dpop-refresh${suffix}`,
+        scenario: 'refresh with a DPoP proof',
+        kind: 'dpop-refresh',
+        rows,
+        // Two past each of refresh's (whose step is at least 78 at 20,000 rows): never the same grant.
+        spec: { refreshGrants: spreadGrants(from, rows, 0, workers).map((grant) => grant + 2), ...refreshWarmup },
+      },
+    );
+  }
   if (all) {
     plans.push(
       { id: `userinfo${suffix}`, scenario: 'userinfo', kind: 'userinfo', rows, spec: { grants: rows } },
@@ -812,6 +833,8 @@ const EXPECTED: Record<LoadKind, string[]> = {
   // A fresh code's first poll is on time; every later one is too soon.
   'poll-fast': ['400 slow_down', '400 authorization_pending'],
   refresh: ['200'],
+  'dpop-poll': ['400 authorization_pending'],
+  'dpop-refresh': ['200'],
   introspect: ['200 active'],
   userinfo: ['200'],
   // An access token and an ID token, no refresh token (openid profile, without offline_access).
@@ -841,7 +864,7 @@ function checksOf(records: ScenarioRecord[]): Verdict[] {
     if (failed > 0) {
       verdicts.push({ name: `${r.id}: transport failures`, value: `${failed} of ${total}`, goal: '≤ 1%', pass: failed <= total * 0.01 });
     }
-    if (r.kind === 'refresh') {
+    if (r.kind === 'refresh' || r.kind === 'dpop-refresh') {
       const invalid = r.result.mixAll['400 invalid_grant'] ?? 0;
       verdicts.push({
         name: `${r.id}: no worker got invalid_grant for its own grant`,

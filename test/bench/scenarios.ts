@@ -13,6 +13,10 @@ export type LoadKind =
   | 'poll-fast'
   /** Refresh grant: one worker per connection, each rotating its own grant. */
   | 'refresh'
+  /** poll with a DPoP proof (RFC 9449) on every request: the proof check and its jti's insert come first. */
+  | 'dpop-poll'
+  /** refresh with a DPoP proof on every request; the access tokens come out DPoP-bound. */
+  | 'dpop-refresh'
   /** POST /oauth/introspect of live access tokens drawn across all grants. */
   | 'introspect'
   /** GET /oauth/userinfo with live openid access tokens drawn across all grants. */
@@ -82,6 +86,8 @@ export interface LoadResult {
   waitsForDueCode: number;
   /** refresh: grants given up (invalid_grant or an unknown outcome) and spares taken. */
   grantsLost: number;
+  /** dpop-*: proofs signed during the run because the prepared ones ran out (absent in older runs). */
+  proofsSignedLive?: number;
   /** auth-code: every code of the pool was sent, so the generator stopped early (absent in older runs). */
   poolExhausted?: boolean;
   minutes: MinuteStats[];
