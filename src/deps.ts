@@ -48,6 +48,11 @@ export interface ServerSecrets {
    * value in the system is ever computed under it.
    */
   anonymousCsrfKey: Buffer;
+  /**
+   * HMAC key from which a refresh token's successors are computed, so that a retried refresh can
+   * be given the same answer without keeping its tokens anywhere in clear.
+   */
+  refreshRetryKey: Buffer;
 }
 
 export async function createDeps(options: {
@@ -65,6 +70,7 @@ export async function createDeps(options: {
   });
   const userCodeKey = Buffer.from(await ensureServerSecret(database.db, 'user_code_hmac_key', randomBytes(32)));
   const anonymousCsrfKey = Buffer.from(await ensureServerSecret(database.db, 'anonymous_csrf_hmac_key', randomBytes(32)));
+  const refreshRetryKey = Buffer.from(await ensureServerSecret(database.db, 'refresh_retry_hmac_key', randomBytes(32)));
   const keys = await loadSigningKeys(database.db, clock.now(), config.idTokenTtl);
   const metrics = createMetrics(() => database.poolStats());
   const counters = config.redisUrl ? await redisCounterStore(config.redisUrl) : databaseCounterStore(database.db);
@@ -96,7 +102,7 @@ export async function createDeps(options: {
     log,
     clock,
     keys,
-    secrets: { userCodeKey, anonymousCsrfKey },
+    secrets: { userCodeKey, anonymousCsrfKey, refreshRetryKey },
     metrics,
     rateLimiter,
     passwordChecks: new PasswordChecks(config.passwordChecks),
