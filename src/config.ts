@@ -64,6 +64,8 @@ const schema = z
     ACCESS_TOKEN_TTL: seconds(3600),
     ID_TOKEN_TTL: seconds(3600),
     REFRESH_TOKEN_TTL: seconds(5_184_000),
+    // A retried refresh within this many seconds of its rotation gets the same answer (0: never).
+    REFRESH_RETRY_WINDOW: z.coerce.number().int().min(0).max(300).default(30),
     SESSION_TTL: seconds(12 * 3600),
     PURGE_INTERVAL: z.coerce.number().int().min(0).default(300),
     PURGE_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(500),
@@ -153,6 +155,7 @@ const schema = z
       accessTokenTtl: env.ACCESS_TOKEN_TTL,
       idTokenTtl: env.ID_TOKEN_TTL,
       refreshTokenTtl: env.REFRESH_TOKEN_TTL,
+      refreshRetryWindow: env.REFRESH_RETRY_WINDOW,
       sessionTtl: env.SESSION_TTL,
       logLevel: env.LOG_LEVEL,
       trustProxy: parseTrustProxy(env.TRUST_PROXY),

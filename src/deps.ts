@@ -50,6 +50,11 @@ export interface ServerSecrets {
    * value in the system is ever computed under it.
    */
   anonymousCsrfKey: Buffer;
+  /**
+   * HMAC key from which a refresh token's successors are computed, so that a retried refresh can
+   * be given the same answer without keeping its tokens anywhere in clear.
+   */
+  refreshRetryKey: Buffer;
   /** HMAC key of DPoP nonces (RFC 9449 §8): stateless, so every instance accepts every other's. */
   dpopNonceKey: Buffer;
 }
@@ -69,6 +74,7 @@ export async function createDeps(options: {
   });
   const userCodeKey = Buffer.from(await ensureServerSecret(database.db, 'user_code_hmac_key', randomBytes(32)));
   const anonymousCsrfKey = Buffer.from(await ensureServerSecret(database.db, 'anonymous_csrf_hmac_key', randomBytes(32)));
+  const refreshRetryKey = Buffer.from(await ensureServerSecret(database.db, 'refresh_retry_hmac_key', randomBytes(32)));
   const dpopNonceKey = Buffer.from(await ensureServerSecret(database.db, 'dpop_nonce_hmac_key', randomBytes(32)));
   const keys = await loadSigningKeys(database.db, clock.now(), config.idTokenTtl);
   const metrics = createMetrics(() => database.poolStats());
@@ -101,7 +107,7 @@ export async function createDeps(options: {
     log,
     clock,
     keys,
-    secrets: { userCodeKey, anonymousCsrfKey, dpopNonceKey },
+    secrets: { userCodeKey, anonymousCsrfKey, refreshRetryKey, dpopNonceKey },
     metrics,
     rateLimiter,
     usedProofs: counters,

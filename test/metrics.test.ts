@@ -82,6 +82,7 @@ describe('GET /metrics (Prometheus)', () => {
 
     // Refresh rotations, reuse detections and revocations.
     const rotated = await rotatedGrant(t, { clientId, clientSecret: null }, user.userId);
+    t.clock.advance(t.config.refreshRetryWindow + 1);
     expect((await refresh(t, { clientId, clientSecret: null }, rotated.first.refresh_token!)).json().error).toBe('invalid_grant');
     const other = await signInDevice(t, { clientId, clientSecret: null }, user.userId);
     expect((await revoke(t, { clientId, clientSecret: null }, other.access_token)).statusCode).toBe(200);

@@ -3,12 +3,12 @@ import type { DB } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { addSeconds } from '../lib/clock.js';
 import { insertAccessToken, insertGrant, insertGrantEvent, insertRefreshToken } from '../repositories/grants.js';
-import { rotateRefreshToken, type RotationOutcome } from '../repositories/refresh-tokens.js';
+import { retryRotation, rotateRefreshToken, type RotationOutcome } from '../repositories/refresh-tokens.js';
 import type { Client } from './client-auth.js';
 import { signIdToken } from './id-token.js';
 import { REFRESH_TOKEN_GRANT } from './metadata.js';
 import { toTokenResponse, type TokenResponse } from './token-response.js';
-import { hashOpaque, mintOpaque, TOKEN_PREFIX } from './tokens.js';
+import { deriveOpaque, hashOpaque, mintOpaque, TOKEN_PREFIX, type MintedSecret } from './tokens.js';
 
 /**
  * The one place tokens are made. A grant type decides whether tokens are issued and for what
@@ -130,6 +130,20 @@ export type Rotation =
   | { kind: 'unknown' };
 
 /**
+ * The tokens that replace a refresh token, computed from it under the server's retry key rather
+ * than drawn at random: a retry of a refresh whose answer was lost can be given the very same
+ * tokens again, while the database keeps only their hashes and nobody without the presented token
+ * can compute them.
+ */
+function successorsOf(deps: Deps, presentedToken: string): { refresh: MintedSecret; access: MintedSecret } {
+  const key = deps.secrets.refreshRetryKey;
+  return {
+    refresh: deriveOpaque(TOKEN_PREFIX.refreshToken, key, 'successor refresh token', presentedToken),
+    access: deriveOpaque(TOKEN_PREFIX.accessToken, key, 'successor access token', presentedToken),
+  };
+}
+
+/**
  * RFC 6749 §6 with rotation (RFC 9700 §4.14.2): replaces the presented refresh token and adds an
  * access token, in one SQL statement (rotateRefreshToken), then signs the ID token. The signing
  * comes after the commit, so a failure there would lose the rotation; signing with the in-memory
@@ -147,8 +161,7 @@ export async function rotateGrantTokens(
   },
 ): Promise<Rotation> {
   const now = deps.clock.now();
-  const refresh = mintOpaque(TOKEN_PREFIX.refreshToken);
-  const access = mintOpaque(TOKEN_PREFIX.accessToken);
+  const { refresh, access } = successorsOf(deps, input.presentedToken);
   const outcome = await rotateRefreshToken(deps.db, {
     presentedHash: hashOpaque(input.presentedToken),
     clientId: input.client.clientId,
@@ -165,14 +178,7 @@ export async function rotateGrantTokens(
   if (!outcome || outcome.client_id !== input.client.clientId) return { kind: 'unknown' };
   if (!outcome.rotated) return { kind: 'not_rotated', outcome };
   const scopes = input.requestedScopes ?? outcome.scopes;
-  const idToken = scopes.includes('openid')
-    ? await signIdToken(
-        deps,
-        input.client.clientId,
-        { userId: outcome.user_id, email: outcome.email, name: outcome.name, authTime: outcome.auth_time },
-        scopes,
-      )
-    : null;
+  const idToken = await refreshedIdToken(deps, input.client, outcome, scopes);
   return {
     kind: 'rotated',
     response: toTokenResponse({
@@ -184,4 +190,41 @@ export async function rotateGrantTokens(
       dpopJkt: input.dpopJkt,
     }),
   };
+}
+
+/**
+ * A refresh token presented again after it was replaced, judged a retry of a refresh whose answer
+ * was lost: within REFRESH_RETRY_WINDOW seconds of the rotation, and only while its successor has
+ * not been used, the answer is the lost one again (the same refresh and access tokens; the ID
+ * token is signed anew, and expires_in counts what is left of the access token's life). null when
+ * it is not a retry: the caller treats it as reuse.
+ */
+export async function retryGrantTokens(
+  deps: Deps,
+  input: { client: Client; presentedToken: string; outcome: RotationOutcome; ip: string },
+): Promise<TokenResponse | null> {
+  const window = deps.config.refreshRetryWindow;
+  if (window === 0) return null;
+  const now = deps.clock.now();
+  const { refresh, access } = successorsOf(deps, input.presentedToken);
+  const answer = await retryRotation(deps.db, {
+    grantId: input.outcome.grant_id,
+    clientId: input.client.clientId,
+    successorHash: refresh.hash,
+    accessHash: access.hash,
+    rotatedAfter: addSeconds(now, -window),
+    ip: input.ip,
+    now,
+  });
+  if (!answer) return null;
+  const idToken = await refreshedIdToken(deps, input.client, input.outcome, answer.scopes);
+  const expiresIn = Math.max(0, Math.floor((answer.access_expires_at.getTime() - now.getTime()) / 1000));
+  // The same token_type as the lost answer: a bound grant's retry proved its key before it got here (key_ok).
+  return toTokenResponse({ accessToken: access.value, expiresIn, refreshToken: refresh.value, scopes: answer.scopes, idToken, dpopJkt: answer.dpop_jkt });
+}
+
+/** OIDC Core §12.2: a refresh's ID token names the same user and auth_time as the grant's first. */
+async function refreshedIdToken(deps: Deps, client: Client, grant: RotationOutcome, scopes: string[]): Promise<string | null> {
+  if (!scopes.includes('openid')) return null;
+  return signIdToken(deps, client.clientId, { userId: grant.user_id, email: grant.email, name: grant.name, authTime: grant.auth_time }, scopes);
 }

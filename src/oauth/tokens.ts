@@ -1,4 +1,4 @@
-import { randomToken, sha256 } from '../lib/random.js';
+import { hmacSha256, randomToken, sha256 } from '../lib/random.js';
 
 /**
  * Short type prefixes make a leaked token greppable and tell its kind at a glance.
@@ -24,6 +24,16 @@ export interface MintedSecret {
 /** 256 random bits behind a type prefix. */
 export function mintOpaque(prefix: string): MintedSecret {
   const value = `${prefix}${randomToken(32)}`;
+  return { value, hash: sha256(value) };
+}
+
+/**
+ * 256 bits computed from `source` under a server key, behind a type prefix: only the holder of
+ * `source` can ask for it again, and without the key it looks as random as mintOpaque's. `label`
+ * keeps the values derived for different purposes from one source apart.
+ */
+export function deriveOpaque(prefix: string, key: Buffer, label: string, source: string): MintedSecret {
+  const value = `${prefix}${hmacSha256(key, `${label}\0${source}`).toString('base64url')}`;
   return { value, hash: sha256(value) };
 }
 

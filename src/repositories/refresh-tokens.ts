@@ -105,3 +105,54 @@ const rotateStatement = compiledOnce<RotationOutcome, RotationInput>(
 export async function rotateRefreshToken(db: Database, input: RotationInput): Promise<RotationOutcome | undefined> {
   return (await rotateStatement(db, input)).rows[0];
 }
+
+export interface RetryInput {
+  grantId: string;
+  clientId: string;
+  /** What the lost answer carried: the successor refresh token and the access token, as hashes. */
+  successorHash: Uint8Array;
+  accessHash: Uint8Array;
+  /** The successor must have been issued after this instant (the retry window's start). */
+  rotatedAfter: Date;
+  ip: string;
+  now: Date;
+}
+
+/** The lost answer's access token, as stored. */
+export interface RetriedAnswer {
+  scopes: string[];
+  access_expires_at: Date;
+  /** The key the lost answer's access token is bound to (RFC 9449), or null. */
+  dpop_jkt: string | null;
+}
+
+/**
+ * A retried refresh, in one statement: only while the grant still names the successor of the
+ * presented token as its current refresh token (nobody has used the successor yet), that
+ * successor was issued within the retry window and the grant is live. Its UPDATE takes the
+ * grant's row lock, so it is serialised with the successor's own rotation: whichever commits
+ * first decides, and a retry that comes second finds `current_refresh_hash` moved on, matches
+ * nothing, and leaves the caller to treat the presentation as reuse.
+ */
+const retryStatement = compiledOnce<RetriedAnswer, RetryInput>(
+  (input) => sql`
+    WITH retried AS (
+      UPDATE grants g
+      SET last_used_at = ${input.now}, last_used_ip = ${input.ip}
+      FROM refresh_tokens s, access_tokens a
+      WHERE g.grant_id = ${input.grantId} AND g.client_id = ${input.clientId}
+        AND g.current_refresh_hash = ${input.successorHash} AND g.revoked_at IS NULL
+        AND s.token_hash = ${input.successorHash} AND s.grant_id = g.grant_id AND s.created_at > ${input.rotatedAfter}
+        AND a.token_hash = ${input.accessHash} AND a.grant_id = g.grant_id AND a.expires_at > ${input.now}
+      RETURNING g.grant_id, g.user_id, g.client_id, a.scopes, a.expires_at, a.dpop_jkt
+    ),
+    event AS (
+      INSERT INTO grant_events (grant_id, user_id, client_id, event, client_ip, created_at)
+      SELECT grant_id, user_id, client_id, 'retried', ${input.ip}, ${input.now} FROM retried
+    )
+    SELECT scopes, expires_at AS access_expires_at, dpop_jkt FROM retried`,
+);
+
+export async function retryRotation(db: Database, input: RetryInput): Promise<RetriedAnswer | undefined> {
+  return (await retryStatement(db, input)).rows[0];
+}

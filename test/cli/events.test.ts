@@ -26,7 +26,8 @@ beforeAll(async () => {
     email = user.email;
     const stolen = await signIn(t, tv, user.userId);
     await refreshed(t, tv, stolen.refresh_token!);
-    await refresh(t, tv, stolen.refresh_token!); // replay: reuse detected
+    t.clock.advance(t.config.refreshRetryWindow + 1);
+    await refresh(t, tv, stolen.refresh_token!); // replay after the retry window: reuse detected
     const revoked = await signIn(t, tv, user.userId);
     await revoke(t, tv, revoked.access_token);
     const signedOut = await signIn(t, tv, user.userId);

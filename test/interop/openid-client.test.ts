@@ -189,7 +189,7 @@ describe.concurrent.each<App>([
     expect(error).toMatchObject({ error: 'access_denied', status: 400 });
   });
 
-  it('refreshTokenGrant rotates the refresh token; the old one is then invalid_grant and the grant is revoked', async () => {
+  it('refreshTokenGrant rotates the refresh token; a retry gets the same answer; the old one after the successor was used is invalid_grant and the grant is revoked', async () => {
     const first = await signIn();
     expectIdToken(first);
 
@@ -201,13 +201,19 @@ describe.concurrent.each<App>([
     expectIdToken(second);
     expect(second.claims()!.auth_time).toBe(first.claims()!.auth_time);
 
+    // As if the answer had been lost: the same tokens again, and an ID token openid-client accepts.
+    const retried = await client.refreshTokenGrant(config, first.refresh_token!);
+    expect([retried.refresh_token, retried.access_token]).toEqual([second.refresh_token, second.access_token]);
+    expectIdToken(retried);
+
+    const third = await client.refreshTokenGrant(config, second.refresh_token!);
     const replay = client.refreshTokenGrant(config, first.refresh_token!);
     await expect(replay).rejects.toBeInstanceOf(client.ResponseBodyError);
     await expect(replay).rejects.toMatchObject({ error: 'invalid_grant', status: 400 });
 
     // The replay revoked the whole grant, the successor's tokens included.
-    await expect(client.refreshTokenGrant(config, second.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
-    expect(await client.tokenIntrospection(resourceServer, second.access_token)).toEqual({ active: false });
+    await expect(client.refreshTokenGrant(config, third.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
+    expect(await client.tokenIntrospection(resourceServer, third.access_token)).toEqual({ active: false });
   });
 
   it('tokenIntrospection and fetchUserInfo accept the access token until tokenRevocation, then refuse it', async () => {

@@ -135,6 +135,25 @@ describe('refresh of a bound grant (RFC 9449 §5)', () => {
     expect(await introspection(t, rs, res.json().access_token)).toMatchObject({ cnf: { jkt: key.jkt } });
   });
 
+  it('a retried refresh of a bound grant (REFRESH_RETRY_WINDOW) needs the key too, and gets the lost DPoP answer again', async () => {
+    const tokens = await boundSignIn(key);
+    const send = async (headers: Record<string, string>) =>
+      t.app.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: { ...FORM, ...headers },
+        payload: form({ grant_type: 'refresh_token', refresh_token: tokens.refresh_token!, client_id: tv.clientId }),
+      });
+    const first = await send(await withProof(key));
+    expect(first.statusCode, first.body).toBe(200);
+    const withoutKey = await send({});
+    expect(withoutKey.json().error).toBe('invalid_dpop_proof');
+    const retried = await send(await withProof(key));
+    expect(retried.statusCode, retried.body).toBe(200);
+    expect(retried.json()).toMatchObject({ token_type: 'DPoP', access_token: first.json().access_token, refresh_token: first.json().refresh_token });
+    expect((await grantOf(t, tokens.refresh_token!)).revoked_at).toBeNull();
+  });
+
   it('an unbound grant refreshed with a proof gets a bound access token; the grant stays unbound', async () => {
     const flow = await startDeviceFlow(t, tv.clientId, { scope: 'openid offline_access' });
     await decide(t, flow.user_code, user.userId, 'approve');

@@ -4,9 +4,10 @@ import { revokeAndCountGrants } from '../grant-revocation.js';
 import { DISABLED_APP, refuseIfDisabled, type Client } from '../client-auth.js';
 import { keyNotProven } from '../dpop.js';
 import { invalidClient, invalidGrant, invalidScope } from '../errors.js';
-import { rotateGrantTokens } from '../issuance.js';
+import { retryGrantTokens, rotateGrantTokens } from '../issuance.js';
 import { REFRESH_TOKEN_GRANT } from '../metadata.js';
 import { narrowedScopes, parseScope } from '../scopes.js';
+import type { RotationOutcome } from '../../repositories/refresh-tokens.js';
 import type { TokenResponse } from '../token-response.js';
 import { TOKEN_PREFIX } from '../tokens.js';
 import type { GrantContext } from './types.js';
@@ -23,14 +24,15 @@ const UNKNOWN = 'the refresh token is invalid, expired or revoked';
 /**
  * RFC 6749 §6 with rotation (RFC 9700 §4.14.2): every refresh replaces the presented token, and
  * a replaced token presented again means two parties hold the grant, so the whole grant is
- * revoked. The rotation is one SQL statement (see rotateRefreshToken); the only other database
- * work is on failure paths.
+ * revoked — unless it is a retry of a refresh whose answer was lost: the immediately previous
+ * token, within REFRESH_RETRY_WINDOW seconds of its rotation, while its successor is unused. That
+ * gets the lost answer again (retryGrantTokens). The rotation is one SQL statement (see
+ * rotateRefreshToken); the only other database work is on the retry and failure paths.
  *
- * Two refreshes racing with the same token: the database serialises them on the token's row, so
- * exactly one rotates. The loser cannot be told apart from a replay of a stolen token (it too
- * presents a token that has just been replaced), so it gets invalid_grant and the grant is
- * revoked, the winner's brand-new tokens included. A client must not refresh concurrently; one
- * that does signs its user out of that device, and never ends up with two live successors.
+ * Two refreshes racing with the same token: the database serialises them on the grant's row, so
+ * exactly one rotates, and the others, being retries within the window, get the same answer. A
+ * retry racing with the successor's first use is serialised the same way: if the successor
+ * rotates first, the retry is reuse and the grant is revoked. Never two live successors.
  */
 export async function handle(deps: Deps, client: Client, form: z.output<typeof parameters>, context: GrantContext): Promise<TokenResponse> {
   const scope = parseScope(form.scope);
@@ -58,14 +60,31 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
   // Before the replay rule: whoever lacks the key cannot use the token, and must not revoke the grant with it.
   if (!outcome.key_ok) throw keyNotProven('token_endpoint', 'this refresh token is bound to a DPoP key; send a proof of that key');
   if (!outcome.live) throw invalidGrant(UNKNOWN);
-  if (outcome.replaced) return revokeReusedGrant(deps, outcome, context);
+  if (outcome.replaced) return retryOrRevoke(deps, client, form.refresh_token, outcome, context);
   if (outcome.expired) throw invalidGrant('the refresh token has expired; sign in again');
   if (!outcome.scope_ok) {
     // RFC 6749 §6: the scope may narrow what was granted, never widen it.
     narrowedScopes(requested ?? undefined, outcome.scopes);
     throw invalidScope('scope exceeds what was granted');
   }
-  // Current, live and in scope, yet not rotated: a concurrent refresh replaced it first.
+  // Current, live and in scope, yet not rotated: a concurrent refresh with the same token replaced
+  // it first, and this one gets that refresh's answer (or, past the window, counts as reuse).
+  return retryOrRevoke(deps, client, form.refresh_token, outcome, context);
+}
+
+/**
+ * A replaced token presented again: the lost answer once more if this is a retry (see
+ * retryGrantTokens), otherwise reuse, and the grant is revoked (RFC 9700 §4.14.2).
+ */
+async function retryOrRevoke(
+  deps: Deps,
+  client: Client,
+  presentedToken: string,
+  outcome: RotationOutcome,
+  context: GrantContext,
+): Promise<TokenResponse> {
+  const retried = await retryGrantTokens(deps, { client, presentedToken, outcome, ip: context.ip });
+  if (retried) return retried;
   return revokeReusedGrant(deps, outcome, context);
 }
 
