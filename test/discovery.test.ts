@@ -35,6 +35,11 @@ describe('discovery and keys', () => {
     expect(meta.claims_supported).toContain('nonce');
   });
 
+  it('RFC 9449 §5.1: lists dpop_signing_alg_values_supported, asymmetric algorithms only', async () => {
+    const meta = (await t.app.inject({ method: 'GET', url: '/.well-known/oauth-authorization-server' })).json();
+    expect(meta.dpop_signing_alg_values_supported).toEqual(['ES256', 'ES384', 'EdDSA', 'Ed25519', 'PS256', 'RS256']);
+  });
+
   it('publishes an RS256 public key whose kid is its thumbprint, and no private part', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/.well-known/jwks.json' });
     const { keys } = res.json();

@@ -478,3 +478,44 @@ describe('migration 2026-11-24T07-00-00_a_chain_is_a_grant', () => {
     expect(Number(left.rows[0]!.n)).toBe(0);
   });
 });
+
+describe('migration 2026-11-24T09-30-00_dpop_binds_tokens_to_a_key', () => {
+  const state = unmigratedDatabase();
+  const BEFORE_DPOP = '2026-11-24T08-00-00_web_apps_sign_in_with_a_code';
+  const dpopColumns = async (db: Kysely<any>) =>
+    (
+      await sql<{ table_name: string; column_name: string }>`
+        SELECT table_name, column_name FROM information_schema.columns
+        WHERE column_name IN ('dpop_jkt', 'require_dpop') ORDER BY table_name`.execute(db)
+    ).rows.map((r) => `${r.table_name}.${r.column_name}`);
+
+  it('leaves every existing app unrequired and every row unbound, records each proof once, and goes back down', async () => {
+    const { db, migrator } = state;
+    expect((await migrator.migrateTo(BEFORE_DPOP)).error).toBeUndefined();
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes, grant_types) VALUES ('tv_d', 'TV', 'tv', 'public', '{profile}', '{refresh_token}')`.execute(db);
+
+    expect((await migrator.migrateTo('2026-11-24T09-30-00_dpop_binds_tokens_to_a_key')).error).toBeUndefined();
+    expect(await dpopColumns(db)).toEqual([
+      'access_tokens.dpop_jkt',
+      'authorization_codes.dpop_jkt',
+      'clients.require_dpop',
+      'device_requests.dpop_jkt',
+      'grants.dpop_jkt',
+    ]);
+    const app = await sql<{ require_dpop: boolean }>`SELECT require_dpop FROM clients WHERE client_id = 'tv_d'`.execute(db);
+    expect(app.rows).toEqual([{ require_dpop: false }]);
+    const record = () => sql<{ n: number }>`
+      INSERT INTO dpop_proofs (proof_hash, expires_at) VALUES (${hash('proof')}, now()) ON CONFLICT (proof_hash) DO NOTHING RETURNING 1 AS n`.execute(db);
+    expect((await record()).rows).toHaveLength(1);
+    expect((await record()).rows).toHaveLength(0);
+
+    expect((await migrator.migrateTo(BEFORE_DPOP)).error).toBeUndefined();
+    expect(await dpopColumns(db)).toEqual([]);
+    expect(await tablesNamed(db, 'dpop_proofs')).toBe(0);
+  });
+});
+
+async function tablesNamed(db: Kysely<any>, name: string): Promise<number> {
+  const rows = await sql<{ n: number }>`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_name = ${name}`.execute(db);
+  return rows.rows[0]!.n;
+}

@@ -397,6 +397,13 @@ describe('server nonces (DPOP_NONCES=true, RFC 9449 §8 and §9)', () => {
     expect(accepted.headers['dpop-nonce']).toBe(nonce);
   });
 
+  it('one proof sent 10 times at once to each of two instances is accepted exactly once', async () => {
+    const nonce = String((await deviceCode(n, await nonceProof(key))).headers['dpop-nonce']);
+    const once = await nonceProof(key, { nonce });
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => deviceCode(i % 2 === 0 ? n : second, once)));
+    expect(answers.map((r) => r.statusCode).sort()).toEqual([200, ...Array<number>(19).fill(400)]);
+  });
+
   it('a nonce two periods old is refused with a new one', async () => {
     const nonce = String((await deviceCode(n, await nonceProof(key))).headers['dpop-nonce']);
     n.clock.advance(2 * n.config.dpop.noncePeriodSeconds);

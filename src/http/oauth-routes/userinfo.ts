@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../../deps.js';
 import { verifyAccessToken } from '../../oauth/access-tokens.js';
 import { dpopChallenge, dpopNonceHeader, verifyDpopProof } from '../../oauth/dpop.js';
@@ -75,7 +75,7 @@ export function userinfoRoutes(app: FastifyInstance, deps: Deps): void {
       ...(token.scopes.includes('email') ? { email: token.email, email_verified: false } : {}),
     };
   };
-  const reply = async (request: FastifyRequest, response: import('fastify').FastifyReply) => {
+  const reply = async (request: FastifyRequest, response: FastifyReply) => {
     const claims = await handler(request);
     return response.header('Cache-Control', 'no-store').headers(dpopNonceHeader(deps)).send(claims);
   };
