@@ -81,6 +81,8 @@ describe('redeeming a code (OAuth 2.1 §4.1.3)', () => {
     expect(rotated.statusCode, rotated.body).toBe(200);
     const second = rotated.json();
     expect(second.refresh_token).not.toBe(first.refresh_token);
+    // Past the retry window, the replaced token presented again is reuse.
+    t.clock.advance(t.config.refreshRetryWindow + 1);
     const reused = await refresh(t, publicApp, first.refresh_token);
     expect(reused.json().error).toBe('invalid_grant');
     expect((await refresh(t, publicApp, second.refresh_token)).json().error).toBe('invalid_grant');
