@@ -9,6 +9,7 @@ import { RateLimiter } from './rate-limits/limiter.js';
 import { databaseCounterStore, redisCounterStore, type OnceStore } from './rate-limits/store.js';
 import { loadSigningKeys, type SigningKeys } from './oauth/keys.js';
 import { ClientDirectory } from './oauth/client-auth.js';
+import { CheckedProofHeaders } from './oauth/dpop.js';
 import { Housekeeping } from './oauth/housekeeping.js';
 import { describeUnavailable, isDatabaseUnavailable } from './db/unavailable.js';
 import { ensureServerSecret } from './repositories/server-secrets.js';
@@ -29,6 +30,8 @@ export interface Deps {
   rateLimiter: RateLimiter;
   /** DPoP proofs already used (RFC 9449 §11.1), shared by every instance: the database, or Redis with REDIS_URL. */
   usedProofs: OnceStore;
+  /** DPoP proof headers already checked, with their keys (oauth/dpop.ts). */
+  proofHeaders: CheckedProofHeaders;
   passwordChecks: PasswordChecks;
   clients: ClientDirectory;
   /** Country and network of an address, from data on this machine. */
@@ -111,6 +114,7 @@ export async function createDeps(options: {
     metrics,
     rateLimiter,
     usedProofs: counters,
+    proofHeaders: new CheckedProofHeaders(),
     passwordChecks: new PasswordChecks(config.passwordChecks),
     clients,
     geo,

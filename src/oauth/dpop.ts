@@ -47,7 +47,7 @@ export interface VerifiedProof {
   jkt: string;
 }
 
-type ProofDeps = Pick<Deps, 'config' | 'clock' | 'secrets' | 'usedProofs'>;
+type ProofDeps = Pick<Deps, 'config' | 'clock' | 'secrets' | 'usedProofs' | 'proofHeaders'>;
 
 /** The algs a WWW-Authenticate: DPoP challenge lists (RFC 9449 §7.1). */
 export const DPOP_CHALLENGE_ALGS = `algs="${DPOP_SIGNING_ALGS.join(' ')}"`;
@@ -102,23 +102,31 @@ interface CheckedHeader {
 }
 
 /**
- * Checked headers by their exact base64url text. A device signs every proof with one key, so its
- * proofs share one header; importing the key and hashing its thumbprint were two thirds of a
- * proof's cost in jose (about 230 of 350 µs). Only public keys that passed every check are kept,
- * and a different byte is a different entry; bounded, oldest first out.
+ * Checked headers by their exact base64url text, one per process (in Deps). A device signs every
+ * proof with one key, so its proofs share one header; importing the key and hashing its
+ * thumbprint were two thirds of a proof's cost in jose (about 230 of 350 µs). Only public keys
+ * that passed every check are kept, and a different byte is a different entry; bounded, oldest
+ * first out.
  */
-const checkedHeaders = new Map<string, CheckedHeader>();
-const CHECKED_HEADERS_MAX = 10_000;
+export class CheckedProofHeaders {
+  readonly #headers = new Map<string, CheckedHeader>();
 
-function rememberHeader(text: string, checked: CheckedHeader): void {
-  if (checkedHeaders.size >= CHECKED_HEADERS_MAX) checkedHeaders.delete(checkedHeaders.keys().next().value as string);
-  checkedHeaders.set(text, checked);
+  constructor(private readonly capacity = 10_000) {}
+
+  get(text: string): CheckedHeader | undefined {
+    return this.#headers.get(text);
+  }
+
+  remember(text: string, checked: CheckedHeader): void {
+    if (this.#headers.size >= this.capacity) this.#headers.delete(this.#headers.keys().next().value as string);
+    this.#headers.set(text, checked);
+  }
 }
 
 /** RFC 9449 §4.3 steps 3-6: typ, an allowed alg, a public jwk; the key imported and named. */
-async function checkHeader(proof: string, place: ProofPlace): Promise<CheckedHeader> {
+async function checkHeader(deps: ProofDeps, proof: string, place: ProofPlace): Promise<CheckedHeader> {
   const text = proof.slice(0, proof.indexOf('.'));
-  const known = checkedHeaders.get(text);
+  const known = deps.proofHeaders.get(text);
   if (known) return known;
   let protectedHeader: ReturnType<typeof decodeProtectedHeader>;
   try {
@@ -138,7 +146,7 @@ async function checkHeader(proof: string, place: ProofPlace): Promise<CheckedHea
   } catch {
     throw refused(place, 'the DPoP proof jwk is not a usable key for its alg');
   }
-  rememberHeader(text, checked);
+  deps.proofHeaders.remember(text, checked);
   return checked;
 }
 
@@ -172,7 +180,7 @@ export async function verifyDpopProof(deps: ProofDeps, request: ProofRequest, pl
   if (header.length > MAX_PROOF_LENGTH) throw refused(place, `the DPoP proof is longer than ${MAX_PROOF_LENGTH} characters`);
   if (!COMPACT_JWS.test(header)) throw refused(place, 'the DPoP header is not a compact JWS');
 
-  const { alg, key, jkt } = await checkHeader(header, place);
+  const { alg, key, jkt } = await checkHeader(deps, header, place);
   let payload: Record<string, unknown>;
   try {
     const verified = await compactVerify(header, key, { algorithms: [alg] });

@@ -425,6 +425,31 @@ describe('server nonces (DPOP_NONCES=true, RFC 9449 §8 and §9)', () => {
   });
 });
 
+describe('used proofs in Redis (REDIS_URL), shared by two instances', () => {
+  let a: TestApp;
+  let b: TestApp;
+  let client: TestClient;
+  beforeAll(async () => {
+    a = await startTestApp({ env: { REDIS_URL: 'redis://127.0.0.1:6379' } });
+    b = await startTestApp({ env: { REDIS_URL: 'redis://127.0.0.1:6379' }, database: a.database });
+    client = await seedClient(a);
+  });
+  afterAll(async () => {
+    await b.close();
+    await a.close();
+  });
+
+  it('one proof sent 20 times at once, half to each instance, is accepted exactly once (SET NX)', async () => {
+    const once = await proofFor(key, { iat: epochSeconds(a.clock.now()), htu: '/oauth/device/code' });
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => requestDeviceCode(i % 2 === 0 ? a : b, { client_id: client.clientId }, { dpop: once })),
+    );
+    expect(answers.map((r) => r.statusCode).sort()).toEqual([200, ...Array<number>(19).fill(400)]);
+    // Nothing went to the database's table: Redis holds them.
+    expect(await a.deps.db.selectFrom('dpop_proofs').select('proof_hash').execute()).toEqual([]);
+  });
+});
+
 it('a used proof is purged once no clock could accept it again', async () => {
   await requestDeviceCode(t, { client_id: tv.clientId }, await withProof(key, { htu: '/oauth/device/code' }));
   const stored = async () => Number((await t.deps.db.selectFrom('dpop_proofs').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
