@@ -144,7 +144,8 @@ export async function maintainLocked(trx: Transaction<DB>, sealer: Sealer, now: 
     keys = await listUnrevokedSigningKeysLocked(trx);
   }
   const next = pending().find((k) => k.activates_at !== null) ?? pending()[0] ?? null;
-  return { active: signing.kid, next: next && { kid: next.kid, activates_at: next.activates_at }, created };
+  // A rotation due now has already moved the signing key on.
+  return { active: signingAmong(keys, now)!.kid, next: next && { kid: next.kid, activates_at: next.activates_at }, created };
 }
 
 export async function maintainSigningKeys(db: Database, sealer: Sealer, now: Date, policy: KeyPolicy, rotateNow = false): Promise<KeySchedule> {
