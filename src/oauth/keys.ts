@@ -3,7 +3,7 @@ import type { Transaction } from 'kysely';
 import type { Logger } from 'pino';
 import type { ChannelSubscription, Database, DatabaseHandle } from '../db/connect.js';
 import type { DB } from '../db/schema.js';
-import { describeUnavailable } from '../db/unavailable.js';
+import { describeUnavailable, isDatabaseUnavailable } from '../db/unavailable.js';
 import type { Clock } from '../lib/clock.js';
 import type { Sealer } from '../lib/sealing.js';
 import {
@@ -320,8 +320,13 @@ export class KeyRing {
 
   /** Listens for key changes and runs the periodic maintenance until close(). */
   async follow(database: DatabaseHandle, everyMs = KEY_RELOAD_SECONDS * 1000): Promise<void> {
-    const reloadQuietly = () =>
-      void this.reload().catch((error: unknown) => this.log.warn(describeUnavailable(error), 'reloading signing keys failed; the timer tries again'));
+    // While the database is away these fail: one info line each, no stack. The keys in memory
+    // keep signing and publishing on their schedule meanwhile.
+    const failed = (what: string) => (error: unknown) => {
+      if (isDatabaseUnavailable(error)) this.log.info(describeUnavailable(error), `${what} failed: the database is away; the timer tries again`);
+      else this.log.warn({ err: error }, `${what} failed; the timer tries again`);
+    };
+    const reloadQuietly = () => void this.reload().catch(failed('reloading signing keys'));
     this.#subscription = await database.listen(SIGNING_KEYS_CHANNEL, {
       onNotification: reloadQuietly,
       // Whatever was announced while not listening is read now.
@@ -329,7 +334,7 @@ export class KeyRing {
       onListeningLost: (reason) => this.log.info(describeUnavailable(reason), `not listening to signing key changes; keys are reloaded every ${everyMs / 1000} s`),
     });
     this.#timer = setInterval(() => {
-      this.maintain().catch((error: unknown) => this.log.warn(describeUnavailable(error), 'signing key maintenance failed; it runs again at the next tick'));
+      this.maintain().catch(failed('signing key maintenance'));
     }, everyMs);
     this.#timer.unref();
   }
