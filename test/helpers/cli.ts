@@ -54,7 +54,7 @@ export async function createCliTarget(): Promise<CliTarget> {
   }
   const dir = mkdtempSync(path.join(tmpdir(), 'device-auth-cli-'));
   return {
-    env: { DATA_DIR: dir },
+    env: { DATA_DIR: dir, KEY_ENCRYPTION_KEY: TEST_KEY_ENCRYPTION_KEY },
     open: () => connectDatabase({ dataDir: dir }),
     cleanup: async () => rmSync(dir, { recursive: true, force: true }),
   };
