@@ -28,6 +28,8 @@ chmod -R a+rX "$IMAGE_DIR"
 psql "$PG_URL" -qc "CREATE DATABASE $IMAGE_DB"
 IMAGE_URL="${PG_URL%/*}/$IMAGE_DB"
 PORT=3197
+# On PostgreSQL the server refuses to start without a key-encryption key from the environment.
+IMAGE_KEK=$(node -e "process.stdout.write(require('node:crypto').randomBytes(32).toString('base64'))")
 
 # USER node in the image; here any non-root user will do.
 as_app=()
@@ -39,7 +41,7 @@ IMAGE_NODE_OPTIONS=$(sed -n 's/^ *NODE_OPTIONS="\([^"]*\)".*$/\1/p' Dockerfile)
 [ -n "$CMD" ] || { echo "cannot read the Dockerfile's CMD"; exit 1; }
 echo "running the image's CMD with NODE_OPTIONS=$IMAGE_NODE_OPTIONS: $CMD"
 (cd "$IMAGE_DIR" && exec "${as_app[@]}" env -i PATH="$PATH" NODE_ENV=production NODE_OPTIONS="$IMAGE_NODE_OPTIONS" HOST=127.0.0.1 PORT=$PORT \
-  ISSUER="http://127.0.0.1:$PORT" DATABASE_URL="$IMAGE_URL" LOG_LEVEL=warn sh -c "$CMD") &
+  ISSUER="http://127.0.0.1:$PORT" DATABASE_URL="$IMAGE_URL" KEY_ENCRYPTION_KEY="$IMAGE_KEK" LOG_LEVEL=warn sh -c "$CMD") &
 SERVER_PID=$!
 
 HEALTHCHECK=$(sed -n 's/^  CMD \(node -e .*\)$/\1/p' Dockerfile)

@@ -19,6 +19,7 @@ import * as decisionsRecordWhereBothSidesWere from './2026-11-24T05-00-00_decisi
 import * as whatAnAppMayDoIsRegistered from './2026-11-24T06-00-00_what_an_app_may_do_is_registered.js';
 import * as aChainIsAGrant from './2026-11-24T07-00-00_a_chain_is_a_grant.js';
 import * as webAppsSignInWithACode from './2026-11-24T08-00-00_web_apps_sign_in_with_a_code.js';
+import * as signingKeysRotateAndAreSealed from './2026-11-24T09-00-00_signing_keys_rotate_and_are_sealed.js';
 import * as dpopBindsTokensToAKey from './2026-11-24T09-30-00_dpop_binds_tokens_to_a_key.js';
 
 /**
@@ -46,5 +47,6 @@ export const migrations: Record<string, Migration> = {
   '2026-11-24T06-00-00_what_an_app_may_do_is_registered': whatAnAppMayDoIsRegistered,
   '2026-11-24T07-00-00_a_chain_is_a_grant': aChainIsAGrant,
   '2026-11-24T08-00-00_web_apps_sign_in_with_a_code': webAppsSignInWithACode,
+  '2026-11-24T09-00-00_signing_keys_rotate_and_are_sealed': signingKeysRotateAndAreSealed,
   '2026-11-24T09-30-00_dpop_binds_tokens_to_a_key': dpopBindsTokensToAKey,
 };

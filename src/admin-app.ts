@@ -19,6 +19,7 @@ import { packageVersion } from './lib/paths.js';
 import { adminClientRoutes } from './http/admin-routes/clients.js';
 import { adminEventRoutes } from './http/admin-routes/events.js';
 import { adminHousekeepingRoutes } from './http/admin-routes/housekeeping.js';
+import { adminKeyRoutes } from './http/admin-routes/keys.js';
 import { adminUserRoutes } from './http/admin-routes/users.js';
 import { invalidInput, Problem, sendProblem, unauthorized } from './http/admin-routes/problem.js';
 import type { AdminApp } from './http/admin-routes/types.js';
@@ -148,7 +149,7 @@ export async function buildAdminApp(deps: Deps, options: AdminAppOptions): Promi
       info: {
         title: 'device-auth admin API',
         version: packageVersion(),
-        description: 'Clients, users, their devices and apps, events and housekeeping. Errors are RFC 9457 problem details.',
+        description: 'Clients, users, their devices and apps, events, housekeeping and signing keys. Errors are RFC 9457 problem details.',
       },
       components: { securitySchemes: { adminToken: { type: 'http', scheme: 'bearer' } } },
       security: [{ adminToken: [] }],
@@ -161,6 +162,7 @@ export async function buildAdminApp(deps: Deps, options: AdminAppOptions): Promi
   adminUserRoutes(routes, deps);
   adminEventRoutes(routes, deps);
   adminHousekeepingRoutes(routes, deps);
+  adminKeyRoutes(routes, deps);
   app.get('/admin/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   return app;

@@ -38,6 +38,16 @@ function unreadableFile(file: string): string | null {
   }
 }
 
+/**
+ * A key-encryption key: 32 bytes in base64 or base64url (`openssl rand -base64 32`). Anything else
+ * is refused rather than hashed into shape, so that a truncated paste fails at start.
+ */
+const keyEncryptionKey = z
+  .string()
+  .regex(/^[A-Za-z0-9+/_-]{43}=?$/, 'must be 32 bytes in base64 or base64url (e.g. `openssl rand -base64 32`)')
+  .transform((v) => Buffer.from(v.replace(/-/g, '+').replace(/_/g, '/'), 'base64'))
+  .refine((key) => key.length === 32, 'must be 32 bytes in base64 or base64url (e.g. `openssl rand -base64 32`)');
+
 /** What the approval page does about one proximity signal (oauth/device/proximity.ts). */
 const policyAction = (fallback: 'allow' | 'warn' | 'confirm' | 'deny') => z.enum(['allow', 'warn', 'confirm', 'deny']).default(fallback);
 
@@ -126,6 +136,23 @@ const schema = z
     DPOP_NONCES: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
     DPOP_NONCE_PERIOD: z.coerce.number().int().min(10).max(86_400).default(300),
     NODE_ENV: z.string().optional(),
+    KEY_ENCRYPTION_KEY: keyEncryptionKey.optional(),
+    KEY_ENCRYPTION_KEY_PREVIOUS: keyEncryptionKey.optional(),
+    DEVELOPMENT_SETUP: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+    SIGNING_KEY_ROTATION_DAYS: z.coerce.number().positive().max(3650).default(90),
+    JWKS_CACHE_SECONDS: z.coerce.number().int().min(0).max(86400).default(300),
+  })
+  // A database server is shared and backed up elsewhere: the key that protects its private keys
+  // must come from elsewhere too. Only a development setup may keep one in DATA_DIR.
+  .refine((env) => env.DATABASE_URL === undefined || env.KEY_ENCRYPTION_KEY !== undefined || env.DEVELOPMENT_SETUP, {
+    message:
+      'is required with DATABASE_URL: 32 random bytes in base64 (`openssl rand -base64 32`), kept apart from the database. ' +
+      'For a development setup only, DEVELOPMENT_SETUP=true keeps a generated key in DATA_DIR instead',
+    path: ['KEY_ENCRYPTION_KEY'],
+  })
+  .refine((env) => env.KEY_ENCRYPTION_KEY_PREVIOUS === undefined || env.KEY_ENCRYPTION_KEY !== undefined, {
+    message: 'needs KEY_ENCRYPTION_KEY (the new key) beside it',
+    path: ['KEY_ENCRYPTION_KEY_PREVIOUS'],
   })
   // The admin API on a TCP port is reachable by whoever can reach the port: never without a token.
   .refine((env) => env.ADMIN_PORT === undefined || env.ADMIN_TOKEN !== undefined, {
@@ -215,6 +242,18 @@ const schema = z
         /** RFC 9449 §8/§9: proofs must carry a nonce of ours (stateless, valid for 1-2 periods). */
         nonces: env.DPOP_NONCES,
         noncePeriodSeconds: env.DPOP_NONCE_PERIOD,
+      },
+      keyEncryption: {
+        /** Null: the key file in DATA_DIR (embedded, or DEVELOPMENT_SETUP), or a key for this process alone (memory://). */
+        current: env.KEY_ENCRYPTION_KEY ?? null,
+        /** Still opens what it sealed, while `device-auth keys rewrap` re-seals it under the current key. */
+        previous: env.KEY_ENCRYPTION_KEY_PREVIOUS ?? null,
+        developmentSetup: env.DEVELOPMENT_SETUP,
+      },
+      signingKeys: {
+        rotationSeconds: Math.round(env.SIGNING_KEY_ROTATION_DAYS * 86400),
+        /** The JWKS's Cache-Control max-age, and so how long before it signs a new key must be published. */
+        jwksCacheSeconds: env.JWKS_CACHE_SECONDS,
       },
       purgeIntervalSeconds: env.PURGE_INTERVAL,
       purge: {

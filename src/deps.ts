@@ -7,12 +7,13 @@ import { createMetrics, type Metrics } from './lib/metrics.js';
 import { PasswordChecks } from './accounts/password-checks.js';
 import { RateLimiter } from './rate-limits/limiter.js';
 import { databaseCounterStore, redisCounterStore, type OnceStore } from './rate-limits/store.js';
-import { loadSigningKeys, type SigningKeys } from './oauth/keys.js';
+import { KeyRing } from './oauth/keys.js';
+import { asConfigError, ensureServerSecret, loadSealer, sealClearRows } from './oauth/key-encryption.js';
+import type { Sealer } from './lib/sealing.js';
 import { ClientDirectory } from './oauth/client-auth.js';
 import { CheckedProofHeaders } from './oauth/dpop.js';
 import { Housekeeping } from './oauth/housekeeping.js';
 import { describeUnavailable, isDatabaseUnavailable } from './db/unavailable.js';
-import { ensureServerSecret } from './repositories/server-secrets.js';
 import { GeoDatabaseError, loadGeo, type Geo } from './geo/locate.js';
 import { PlatformIcons } from './oauth/device/platform-icons.js';
 import { resolveWithSystem, type HostResolver } from './oauth/device/icon-fetch.js';
@@ -24,7 +25,10 @@ export interface Deps {
   config: Config;
   log: Logger;
   clock: Clock;
-  keys: SigningKeys;
+  /** The signing keys: which one signs and what the JWKS holds, in memory, shared through the database. */
+  keys: KeyRing;
+  /** Seals and opens what the database holds under the key-encryption key. */
+  sealer: Sealer;
   secrets: ServerSecrets;
   metrics: Metrics;
   rateLimiter: RateLimiter;
@@ -75,11 +79,30 @@ export async function createDeps(options: {
     if (error instanceof GeoDatabaseError) throw new ConfigError(`invalid configuration: GEOIP_DATABASE: ${error.message}`);
     throw error;
   });
-  const userCodeKey = Buffer.from(await ensureServerSecret(database.db, 'user_code_hmac_key', randomBytes(32)));
-  const anonymousCsrfKey = Buffer.from(await ensureServerSecret(database.db, 'anonymous_csrf_hmac_key', randomBytes(32)));
-  const refreshRetryKey = Buffer.from(await ensureServerSecret(database.db, 'refresh_retry_hmac_key', randomBytes(32)));
-  const dpopNonceKey = Buffer.from(await ensureServerSecret(database.db, 'dpop_nonce_hmac_key', randomBytes(32)));
-  const keys = await loadSigningKeys(database.db, clock.now(), config.idTokenTtl);
+  const sealer = loadSealer(config, log);
+  // Every secret goes through ensureServerSecret, which seals it: the database never holds one in the clear.
+  const secret = (name: string) => ensureServerSecret(database.db, sealer, name, randomBytes(32));
+  let userCodeKey: Buffer;
+  let anonymousCsrfKey: Buffer;
+  let refreshRetryKey: Buffer;
+  let dpopNonceKey: Buffer;
+  const keys = new KeyRing(database.db, sealer, clock, log, {
+    rotationSeconds: config.signingKeys.rotationSeconds,
+    jwksCacheSeconds: config.signingKeys.jwksCacheSeconds,
+    idTokenTtlSeconds: config.idTokenTtl,
+  });
+  try {
+    const sealed = await sealClearRows(database.db, sealer);
+    if (sealed.signingKeys + sealed.serverSecrets > 0) log.info(sealed, 'sealed private keys and secrets stored in the clear by an earlier version');
+    userCodeKey = await secret('user_code_hmac_key');
+    anonymousCsrfKey = await secret('anonymous_csrf_hmac_key');
+    refreshRetryKey = await secret('refresh_retry_hmac_key');
+    dpopNonceKey = await secret('dpop_nonce_hmac_key');
+    await keys.maintain();
+  } catch (error) {
+    // A sealed value that does not open means the wrong KEY_ENCRYPTION_KEY: one line, exit 2.
+    throw asConfigError(error);
+  }
   const metrics = createMetrics(() => database.poolStats());
   const counters = config.redisUrl ? await redisCounterStore(config.redisUrl, clock) : databaseCounterStore(database.db);
   const rateLimiter = new RateLimiter(counters, config.rateLimits);
@@ -103,6 +126,7 @@ export async function createDeps(options: {
   // Last, so that nothing after it can fail and leave its connection open.
   const clients = new ClientDirectory(database.db, clock, log);
   await clients.follow(database);
+  await keys.follow(database);
   return {
     db: database.db,
     database,
@@ -110,6 +134,7 @@ export async function createDeps(options: {
     log,
     clock,
     keys,
+    sealer,
     secrets: { userCodeKey, anonymousCsrfKey, refreshRetryKey, dpopNonceKey },
     metrics,
     rateLimiter,
@@ -124,6 +149,7 @@ export async function createDeps(options: {
       housekeeping.stop();
       await platformIcons.close();
       await clients.close();
+      await keys.close();
       await rateLimiter.close();
       await counters.close();
     },

@@ -1,3 +1,4 @@
+import { calculateJwkThumbprint } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
@@ -40,13 +41,17 @@ describe('discovery and keys', () => {
     expect(meta.dpop_signing_alg_values_supported).toEqual(['ES256', 'ES384', 'EdDSA', 'Ed25519', 'PS256', 'RS256']);
   });
 
-  it('publishes an RS256 public key whose kid is its thumbprint, and no private part', async () => {
+  it('publishes the signing key and the next one, RS256 with their thumbprints as kid, and no private part', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/.well-known/jwks.json' });
     const { keys } = res.json();
-    expect(keys).toHaveLength(1);
-    expect(keys[0]).toMatchObject({ kty: 'RSA', alg: 'RS256', use: 'sig', kid: t.deps.keys.active.kid });
-    expect(keys[0].d).toBeUndefined();
-    expect(keys[0].p).toBeUndefined();
+    expect(keys).toHaveLength(2);
+    expect(keys.map((k: { kid: string }) => k.kid)).toContain(t.deps.keys.signingKey().kid);
+    for (const key of keys) {
+      expect(key).toMatchObject({ kty: 'RSA', alg: 'RS256', use: 'sig' });
+      expect(key.kid).toBe(await calculateJwkThumbprint(key, 'sha256'));
+      expect(key.d).toBeUndefined();
+      expect(key.p).toBeUndefined();
+    }
   });
 
   it('an unknown OAuth path answers a JSON error, an unknown page a page', async () => {

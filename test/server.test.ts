@@ -130,6 +130,11 @@ describe('the server process', () => {
     ['REFRESH_TOKEN_TTL', '1.5'],
     ['LOG_LEVEL', 'loud'],
     ['DATABASE_URL', 'mysql://db/x'],
+    ['KEY_ENCRYPTION_KEY', 'c2hvcnQ='],
+    ['SIGNING_KEY_ROTATION_DAYS', '0'],
+    ['JWKS_CACHE_SECONDS', 'forever'],
+    // PostgreSQL without a key-encryption key: refused before connecting (the line names both).
+    ['DATABASE_URL', 'postgres://127.0.0.1:1/nothing'],
     ['GEOIP_DATABASE', '/nonexistent/GeoLite2-City.mmdb'],
     // Readable, so only found wrong once opened, after the database: still one line.
     ['GEOIP_DATABASE', path.resolve('package.json')],

@@ -13,6 +13,7 @@ import { systemClock } from '../lib/clock.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../lib/paging.js';
 import { packageVersion } from '../lib/paths.js';
 import { DEVICE_CODE_GRANT } from '../oauth/metadata.js';
+import { asConfigError, loadSealer, rewrapAll } from '../oauth/key-encryption.js';
 import { inProcessAdmin, remoteAdmin, type AdminTransport } from './admin-client.js';
 import { simulateDeviceLogin } from './login.js';
 import { readSecret, SecretInputError, secretInArgv, type SecretSources } from './secrets.js';
@@ -66,6 +67,13 @@ const USAGE = `usage: device-auth <command>
                                 what happened to grants and why, as JSON lines, oldest first
   purge                         delete expired requests, sessions, tokens and long-ended grants now
   housekeeping                  the server's periodic purge: last run, failures in a row, healthy or not
+  keys list                     the signing keys, one JSON line each: state (next, active, retired, revoked), times, published or not
+  keys rotate                   rotate now: the next key signs once every JWKS cache has seen it (JWKS_CACHE_SECONDS + 60 s
+                                after it was made); the active key retires then and verifies its tokens until they expire
+  keys revoke KID               emergency: the key leaves the JWKS and stops signing at once on every instance; if it was
+                                signing, the next key takes over now and a new next key is made
+  keys rewrap                   re-seal every private key and server secret under KEY_ENCRYPTION_KEY; run with the old key
+                                as KEY_ENCRYPTION_KEY_PREVIOUS, then drop it (README, "Key-encryption key")
   login --client CLIENT_ID [--secret-env VAR | --secret-stdin] [--issuer URL] [--scope SCOPE] [--dpop]
                                 a device simulator: shows a code and phrase like a TV, polls, prints the tokens;
                                 --dpop binds them to a fresh ES256 key (RFC 9449) and reads userinfo with it
@@ -359,6 +367,45 @@ async function userCommand(sub: string | undefined, rest: string[], secrets: Sec
   return undefined;
 }
 
+const noKey = (kid: string) => `no signing key ${kid}: see \`device-auth keys list\``;
+
+async function keysCommand(sub: string | undefined, rest: string[]): Promise<unknown> {
+  if (sub === 'list') {
+    parse(rest, {});
+    return withAdmin(async (admin) => items(await call(admin, 'GET', '/admin/keys')));
+  }
+  if (sub === 'rotate') {
+    parse(rest, {});
+    return withAdmin((admin) => call(admin, 'POST', '/admin/keys/rotate'));
+  }
+  if (sub === 'revoke') {
+    const { positionals } = parse(rest, {});
+    const kid = onePositional(positionals, 'KID');
+    return withAdmin((admin) =>
+      call(admin, 'POST', `/admin/keys/${segment(kid)}/revoke`, undefined, { notFound: noKey(kid), conflict: `${kid} is the only key that can sign: run \`device-auth keys rotate\` first` }),
+    );
+  }
+  if (sub === 'rewrap') {
+    parse(rest, {});
+    const config = loadConfig();
+    // Offline on the database, like migrate: the servers running on it open both keys meanwhile.
+    if (!config.databaseUrl && existsSync(config.dataDir)) {
+      const owner = dataDirOwner(config.dataDir);
+      if (owner) throw new DataDirInUse(config.dataDir, owner);
+    }
+    if (!config.keyEncryption.current && config.databaseUrl) throw new UsageError('set KEY_ENCRYPTION_KEY (the new key) and KEY_ENCRYPTION_KEY_PREVIOUS (the old one)');
+    return withDatabase(async (d) => {
+      await migrateToLatest(d.db);
+      try {
+        return await rewrapAll(d.db, loadSealer(config, pino({ level: 'silent' })));
+      } catch (error) {
+        throw asConfigError(error);
+      }
+    });
+  }
+  return undefined;
+}
+
 export async function runCli(argv: string[], secrets: SecretSources = processSecretSources()): Promise<unknown> {
   // Refused before anything runs: the secret is already exposed, at least nothing is done with it.
   const refusal = secretInArgv(argv);
@@ -386,6 +433,11 @@ export async function runCli(argv: string[], secrets: SecretSources = processSec
     }
     case 'user': {
       const result = await userCommand(sub, rest, secrets);
+      if (result !== undefined) return result;
+      break;
+    }
+    case 'keys': {
+      const result = await keysCommand(sub, rest);
       if (result !== undefined) return result;
       break;
     }

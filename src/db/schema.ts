@@ -43,7 +43,10 @@ export interface UsersTable {
 
 export interface ServerSecretsTable {
   name: string;
-  value: Uint8Array;
+  /** Clear, only from before the key-encryption key: sealed (and emptied) at the next start. */
+  value: Uint8Array | null;
+  /** AES-256-GCM under the key-encryption key (lib/sealing.ts). */
+  sealed_value: Uint8Array | null;
   created_at: DefaultedTimestamp;
 }
 
@@ -51,9 +54,15 @@ export interface SigningKeysTable {
   kid: string;
   alg: string;
   public_jwk: ColumnType<Record<string, unknown>, string, string>;
-  private_jwk: ColumnType<Record<string, unknown>, string, string>;
+  /** Clear, only from before the key-encryption key: sealed (and emptied) at the next start. */
+  private_jwk: ColumnType<Record<string, unknown> | null, string | null, string | null>;
+  /** The private JWK, sealed under the key-encryption key; null once revoked. */
+  private_key_sealed: Uint8Array | null;
   created_at: DefaultedTimestamp;
+  /** When it starts signing; null: a next key, published but not scheduled yet. */
+  activates_at: Timestamp | null;
   retired_at: Timestamp | null;
+  revoked_at: Timestamp | null;
 }
 
 export interface BrowserSessionsTable {

@@ -19,17 +19,19 @@ export async function signIdToken(
   nonce: string | null = null,
 ): Promise<string> {
   const now = deps.clock.now();
+  // In memory: the ring decides from the keys' times and the clock, no database read per token.
+  const key = deps.keys.signingKey(now);
   const claims: Record<string, unknown> = { auth_time: epochSeconds(subject.authTime) };
   // OIDC Core §3.1.3.6: the authorization request's nonce, unchanged, so the app can tie the token to its request.
   if (nonce !== null) claims.nonce = nonce;
   if (scopes.includes('email')) Object.assign(claims, { email: subject.email, email_verified: false });
   if (scopes.includes('profile') && subject.name) claims.name = subject.name;
   return new SignJWT(claims)
-    .setProtectedHeader({ alg: ID_TOKEN_ALG, kid: deps.keys.active.kid, typ: 'JWT' })
+    .setProtectedHeader({ alg: ID_TOKEN_ALG, kid: key.kid, typ: 'JWT' })
     .setIssuer(deps.config.issuer)
     .setSubject(subject.userId)
     .setAudience(clientId)
     .setIssuedAt(epochSeconds(now))
     .setExpirationTime(epochSeconds(now) + deps.config.idTokenTtl)
-    .sign(deps.keys.active.privateKey);
+    .sign(key.privateKey);
 }

@@ -149,7 +149,9 @@ function maintainedBetween(first: DatabaseCounters, last: DatabaseCounters): str
 /** The ceilings are served by test/bench/ceilings.ts, every other kind by the server. */
 const isCeiling = (kind: LoadKind) => kind === 'form' || kind === 'update';
 
-const childEnv = (extra: Record<string, string> = {}) => ({ PATH: process.env.PATH ?? '/usr/bin:/bin', NODE_ENV: 'production', ...extra });
+/** One key-encryption key per run: every server of the run shares its database's keys, as replicas do. */
+const KEY_ENCRYPTION_KEY = randomBytes(32).toString('base64');
+const childEnv = (extra: Record<string, string> = {}) => ({ PATH: process.env.PATH ?? '/usr/bin:/bin', NODE_ENV: 'production', KEY_ENCRYPTION_KEY, ...extra });
 
 async function startServer(
   database: { url: string } | { dataDir: string },

@@ -1,3 +1,4 @@
+import { TEST_KEY_ENCRYPTION_KEY } from '../helpers/app.js';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -45,7 +46,7 @@ async function storage(): Promise<Record<string, string>> {
   if (process.env.TEST_DATABASE_URL) {
     const database = await createTestDatabase();
     databases.push(database);
-    return { DATABASE_URL: database.url! };
+    return { DATABASE_URL: database.url!, KEY_ENCRYPTION_KEY: TEST_KEY_ENCRYPTION_KEY };
   }
   const dir = mkdtempSync(path.join(tmpdir(), 'device-auth-five-'));
   folders.push(dir);

@@ -1,3 +1,4 @@
+import { calculateJwkThumbprint, exportJWK, generateKeyPair } from 'jose';
 import { Migrator, sql, type Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../../migrations/index.js';
@@ -436,9 +437,9 @@ describe('migration 2026-11-24T07-00-00_a_chain_is_a_grant', () => {
     const request = await sql<{ grant_id: string }>`SELECT grant_id::text FROM device_requests WHERE device_code_hash = ${hash('request1')}`.execute(db);
     expect(request.rows).toEqual([{ grant_id: grant(1) }]);
 
-    // The server as it is now, on the renamed tables: the tokens issued before the rename work. It
-    // runs on the latest schema, as a deployed server migrates on start: the migrations after this
-    // one add columns that it reads (DPoP's key columns).
+    // The server as it is now, on the renamed tables (and the later migrations it needs, such as
+    // sealed keys and DPoP's key columns, as a deployed server migrates on start): the tokens
+    // issued before the rename work.
     expect((await migrator.migrateToLatest()).error).toBeUndefined();
     const t = await startTestApp({ database: state.database });
     try {
@@ -481,7 +482,7 @@ describe('migration 2026-11-24T07-00-00_a_chain_is_a_grant', () => {
 
 describe('migration 2026-11-24T09-30-00_dpop_binds_tokens_to_a_key', () => {
   const state = unmigratedDatabase();
-  const BEFORE_DPOP = '2026-11-24T08-00-00_web_apps_sign_in_with_a_code';
+  const BEFORE_DPOP = '2026-11-24T09-00-00_signing_keys_rotate_and_are_sealed';
   const dpopColumns = async (db: Kysely<any>) =>
     (
       await sql<{ table_name: string; column_name: string }>`
@@ -519,3 +520,38 @@ async function tablesNamed(db: Kysely<any>, name: string): Promise<number> {
   const rows = await sql<{ n: number }>`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_name = ${name}`.execute(db);
   return rows.rows[0]!.n;
 }
+
+describe('migration 2026-11-24T09-00-00_signing_keys_rotate_and_are_sealed', () => {
+  const BEFORE = '2026-11-24T08-00-00_web_apps_sign_in_with_a_code';
+  const state = unmigratedDatabase();
+
+  it('an existing database upgrades: its clear key keeps signing, and the first start seals it and the server secrets', async () => {
+    const { db, migrator } = state;
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    const { publicKey, privateKey } = await generateKeyPair('RS256', { extractable: true });
+    const publicJwk = await exportJWK(publicKey);
+    const privateJwk = await exportJWK(privateKey);
+    const kid = await calculateJwkThumbprint(publicJwk, 'sha256');
+    await sql`INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk, created_at)
+              VALUES (${kid}, 'RS256', ${JSON.stringify(publicJwk)}, ${JSON.stringify(privateJwk)}, now() - interval '10 days')`.execute(db);
+    await sql`INSERT INTO server_secrets (name, value) VALUES ('user_code_hmac_key', ${Buffer.alloc(32, 3)})`.execute(db);
+
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+    const t = await startTestApp({ database: state.database });
+    try {
+      expect(t.deps.keys.signingKey().kid).toBe(kid);
+      expect(t.deps.secrets.userCodeKey.equals(Buffer.alloc(32, 3))).toBe(true);
+      const keys = await sql<{ kid: string; clear: boolean; sealed: boolean }>`
+        SELECT kid, private_jwk IS NOT NULL AS clear, private_key_sealed IS NOT NULL AS sealed FROM signing_keys`.execute(db);
+      // The old key and the next one the start made: both sealed, neither in the clear.
+      expect(keys.rows).toHaveLength(2);
+      for (const row of keys.rows) expect(row).toMatchObject({ clear: false, sealed: true });
+      const secrets = await sql<{ row: string }>`SELECT s::text AS row FROM server_secrets s`.execute(db);
+      expect(secrets.rows.map((r) => r.row).join()).not.toContain(Buffer.alloc(32, 3).toString('hex'));
+      const dump = (await sql<{ row: string }>`SELECT s::text AS row FROM signing_keys s`.execute(db)).rows.map((r) => r.row).join();
+      expect(dump).not.toContain(privateJwk.d!);
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -50,10 +50,22 @@ export const resolveNothing: HostResolver = async (hostname) => {
   throw Object.assign(new Error(`no name resolution in tests: ${hostname}`), { code: 'ENOTFOUND' });
 };
 
+/**
+ * The key-encryption key of every test app, server process and CLI run: instances that share a
+ * database must share it, as in production. Fixed, so a test can start a second instance later.
+ */
+export const TEST_KEY_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
+
 /** The whole application on a fresh database, with a clock the test moves by hand. */
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const database = options.database ?? (await createTestDatabase());
-  const config = loadConfig({ ISSUER: 'http://localhost:3000', LOG_LEVEL: 'silent', ...NO_RATE_LIMITS, ...options.env });
+  const config = loadConfig({
+    ISSUER: 'http://localhost:3000',
+    LOG_LEVEL: 'silent',
+    KEY_ENCRYPTION_KEY: TEST_KEY_ENCRYPTION_KEY,
+    ...NO_RATE_LIMITS,
+    ...options.env,
+  });
   const clock = options.realTime ? new RealTimeClock() : new ManualClock();
   const log = options.logSink
     ? pino(loggerOptions('trace'), { write: (line: string) => options.logSink?.(line) })

@@ -343,7 +343,7 @@ describe('ID token and userinfo', () => {
       audience: tv.clientId,
       currentDate: t.clock.now(),
     });
-    expect(protectedHeader).toMatchObject({ alg: 'RS256', kid: t.deps.keys.active.kid });
+    expect(protectedHeader).toMatchObject({ alg: 'RS256', kid: t.deps.keys.signingKey().kid });
     expect(payload.sub).toBe(user.userId);
     expect(payload.exp! - payload.iat!).toBe(3600);
     expect(typeof payload.auth_time).toBe('number');

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE } from '../../lib/paging.js';
 import { CLIENT_ID_SYNTAX } from '../../oauth/client-auth.js';
 import { storedText } from '../../lib/stored-text.js';
+import { KID_SYNTAX } from '../../oauth/keys.js';
 
 /** The admin API's shapes: they validate what comes in, shape what goes out, and are its OpenAPI document. */
 
@@ -118,6 +119,26 @@ export const housekeepingHealth = z.object({
   last_success_at: z.string().nullable(),
   consecutive_failures: z.number(),
   healthy: z.boolean(),
+});
+
+export const kidParam = z.object({ kid: z.string().regex(KID_SYNTAX, 'not a key id (an RFC 7638 thumbprint, base64url)') });
+
+export const keyView = z.object({
+  kid: z.string(),
+  alg: z.string(),
+  state: z.enum(['next', 'active', 'retired', 'revoked']).describe('next: published, not signing yet; active: signs; retired: verifies its tokens until they expire'),
+  published: z.boolean().describe('served by /.well-known/jwks.json now'),
+  created_at: z.string(),
+  activates_at: z.string().nullable().describe('when it signs from; null: a next key not scheduled yet'),
+  retired_at: z.string().nullable(),
+  revoked_at: z.string().nullable(),
+  published_until: z.string().nullable().describe('a retired key leaves the JWKS when the last token it signed has expired'),
+});
+
+export const keySchedule = z.object({
+  active: z.string().describe('the kid signing now'),
+  next: z.object({ kid: z.string(), activates_at: z.string().nullable() }).nullable(),
+  keys: z.array(keyView),
 });
 
 export const problem = z
