@@ -59,7 +59,7 @@ describe('keys commands', () => {
     expect(rewrapped.code, rewrapped.stderr).toBe(0);
     const result = JSON.parse(rewrapped.stdout);
     expect(result.signing_keys).toBeGreaterThanOrEqual(2);
-    expect(result.server_secrets).toBe(3); // the user-code, anonymous CSRF and refresh-retry keys
+    expect(result.server_secrets).toBe(4); // the user-code, anonymous CSRF, refresh-retry and DPoP nonce keys
 
     const listed = await cli(['keys', 'list'], { KEY_ENCRYPTION_KEY: next });
     expect(listed.code, listed.stderr).toBe(0);
