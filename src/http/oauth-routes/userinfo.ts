@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../../deps.js';
 import { verifyAccessToken } from '../../oauth/access-tokens.js';
-import { dpopChallenge, dpopNonceHeader, verifyDpopProof } from '../../oauth/dpop.js';
+import { dpopChallenge, dpopNonceHeader, keyNotProven, verifyDpopProof } from '../../oauth/dpop.js';
 import { OAuthError, invalidRequest, invalidToken } from '../../oauth/errors.js';
 import { endpoints } from '../../oauth/metadata.js';
 
@@ -47,11 +47,7 @@ export function userinfoRoutes(app: FastifyInstance, deps: Deps): void {
     // RFC 9449 §7.1: under the DPoP scheme the proof, with ath naming this token, comes first.
     const proof =
       scheme === 'dpop' ? await verifyDpopProof(deps, { header: request.headers.dpop, method: request.method, url, accessToken: value }, 'resource') : null;
-    if (scheme === 'dpop' && !proof) {
-      throw new OAuthError('invalid_dpop_proof', 'the DPoP scheme needs a DPoP proof header', 401, {
-        'WWW-Authenticate': dpopChallenge('invalid_dpop_proof', 'the DPoP scheme needs a DPoP proof header'),
-      });
-    }
+    if (scheme === 'dpop' && !proof) throw keyNotProven('resource', 'the DPoP scheme needs a DPoP proof header');
     const token = await verifyAccessToken(deps, value);
     if (!token) throw tokenRefused(scheme, 'the access token is invalid, expired or revoked');
     if (token.dpopJkt !== null) {
