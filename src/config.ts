@@ -110,6 +110,10 @@ const schema = z
     PROXIMITY_POLICY_COUNTRY_MISMATCH: policyAction('confirm'),
     PROXIMITY_POLICY_HOSTING_NETWORK: policyAction('confirm'),
     PROXIMITY_POLICY_UNKNOWN_LOCATION: policyAction('warn'),
+    PROXIMITY_POLICY_RELAY_NETWORK: policyAction('confirm'),
+    // At the redeeming poll there is nobody to confirm: warn records the mismatch on the grant.
+    PROXIMITY_POLICY_REDEEMER_MISMATCH: z.enum(['allow', 'warn', 'deny']).default('warn'),
+    PROXIMITY_SAME_NETWORK_IPV6_PREFIX: z.coerce.number().int().min(32).max(128).default(64),
     SERVICE_NAME: z
       .string()
       .trim()
@@ -194,7 +198,11 @@ const schema = z
         country_mismatch: env.PROXIMITY_POLICY_COUNTRY_MISMATCH,
         hosting_network: env.PROXIMITY_POLICY_HOSTING_NETWORK,
         unknown_location: env.PROXIMITY_POLICY_UNKNOWN_LOCATION,
+        relay_network: env.PROXIMITY_POLICY_RELAY_NETWORK,
+        redeemer_mismatch: env.PROXIMITY_POLICY_REDEEMER_MISMATCH,
       },
+      /** Two IPv6 addresses in one prefix of this length count as one network on the approval page. */
+      sameNetworkIpv6Prefix: env.PROXIMITY_SAME_NETWORK_IPV6_PREFIX,
       serviceName: env.SERVICE_NAME,
       /** A path on our own origin; SERVICE_LOGO_FILE is served at /static/logo and wins. */
       serviceLogoUrl: env.SERVICE_LOGO_FILE ? '/static/logo' : env.SERVICE_LOGO_URL,

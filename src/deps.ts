@@ -75,7 +75,7 @@ export async function createDeps(options: {
   iconFetching?: { resolve?: HostResolver; extraCertificates?: readonly string[] };
 }): Promise<Deps> {
   const { database, config, log, clock } = options;
-  const geo = await loadGeo({ cityDatabase: config.geoipDatabase }).catch((error: unknown) => {
+  const geo = await loadGeo({ cityDatabase: config.geoipDatabase, trustedProxies: Array.isArray(config.trustProxy) ? config.trustProxy : [] }).catch((error: unknown) => {
     if (error instanceof GeoDatabaseError) throw new ConfigError(`invalid configuration: GEOIP_DATABASE: ${error.message}`);
     throw error;
   });

@@ -3,15 +3,19 @@ import { createRequire } from 'node:module';
 import { open as openMaxMindDb, type CityResponse, type Reader, type Response } from 'maxmind';
 import { AsnTable } from './asn-table.js';
 import { HOSTING_NETWORKS } from './hosting-networks.js';
-import { classify, parseAddress, type AddressKind } from './ip-address.js';
+import { RELAY_NETWORKS } from './relay-networks.js';
+import { addressMatcher, classify, parseAddress, type AddressKind } from './ip-address.js';
 
 export type { AddressKind } from './ip-address.js';
+
+/** 'proxy': one of the server's own trusted proxies (TRUST_PROXY), which says nothing of who is behind it. */
+export type PlaceKind = AddressKind | 'proxy';
 
 export interface Place {
   /** As given, except: an IPv4-mapped IPv6 address becomes the IPv4 address, IPv6 is canonical (RFC 5952), and text that is no address is cut to 64 characters. */
   address: string;
-  /** 'unknown' = not an IP address, or reserved/unroutable otherwise. */
-  kind: AddressKind;
+  /** 'unknown' = not an IP address, or reserved/unroutable otherwise. Only 'public' is ever located. */
+  kind: PlaceKind;
   /** ISO 3166-1 alpha-2, e.g. 'DE'. */
   country: string | null;
   /** English name, e.g. 'Germany'. */
@@ -23,6 +27,8 @@ export interface Place {
   network: string | null;
   /** The AS is on the hosting/datacenter list (src/geo/hosting-networks.ts). */
   hosting: boolean;
+  /** The AS is on the relay/VPN/CDN egress list (src/geo/relay-networks.ts): shared by many unrelated people. */
+  relay: boolean;
 }
 
 export interface Geo {
@@ -98,6 +104,7 @@ async function openCityDatabase(path: string): Promise<Reader<CityResponse>> {
 }
 
 const hostingAsns: ReadonlySet<number> = new Set(HOSTING_NETWORKS.map((entry) => entry.asn));
+const relayAsns: ReadonlySet<number> = new Set(RELAY_NETWORKS.map((entry) => entry.asn));
 const regionNames = new Intl.DisplayNames(['en'], { type: 'region', fallback: 'none' });
 const countryNames = new Map<string, string | null>();
 
@@ -120,26 +127,29 @@ const MAX_ECHOED = 64;
 
 function notAnAddress(given: string): Place {
   const address = given.length > MAX_ECHOED ? Array.from(given).slice(0, MAX_ECHOED).join('') : given;
-  return { address, kind: 'unknown', country: null, countryName: null, city: null, asn: null, network: null, hosting: false };
+  return { address, kind: 'unknown', country: null, countryName: null, city: null, asn: null, network: null, hosting: false, relay: false };
 }
 
 /**
  * Country and network of an address from the data shipped as npm packages, loaded once per
  * process; with `cityDatabase` (GEOIP_DATABASE), also its city. No lookup leaves the machine.
- * A City database that cannot be used rejects with GeoDatabaseError.
+ * A City database that cannot be used rejects with GeoDatabaseError. An address of `trustedProxies`
+ * (TRUST_PROXY's addresses and networks) is of kind 'proxy' and located nowhere: a request that
+ * shows the proxy's own address came through it without saying from where.
  */
-export async function loadGeo(options: { cityDatabase?: string | undefined }): Promise<Geo> {
+export async function loadGeo(options: { cityDatabase?: string | undefined; trustedProxies?: readonly string[] | undefined }): Promise<Geo> {
   const [data, city] = await Promise.all([
     loadShippedData(),
     options.cityDatabase === undefined ? null : openCityDatabase(options.cityDatabase),
   ]);
   const { countries, asns } = data;
+  const isTrustedProxy = addressMatcher(options.trustedProxies ?? []);
   return {
     locate(given: string): Place {
       const parsed = parseAddress(given);
       if (parsed === null) return notAnAddress(given);
-      const kind = classify(parsed);
-      const place: Place = { address: parsed.text, kind, country: null, countryName: null, city: null, asn: null, network: null, hosting: false };
+      const kind = isTrustedProxy(parsed) ? 'proxy' : classify(parsed);
+      const place: Place = { address: parsed.text, kind, country: null, countryName: null, city: null, asn: null, network: null, hosting: false, relay: false };
       if (kind !== 'public') return place;
       const cityRecord = city?.get(parsed.text) ?? null;
       // MaxMind's country is the better one where it has the address: and city and country then agree.
@@ -150,6 +160,7 @@ export async function loadGeo(options: { cityDatabase?: string | undefined }): P
       if (place.asn !== null) {
         place.network = asns.organisation(place.asn);
         place.hosting = hostingAsns.has(place.asn);
+        place.relay = relayAsns.has(place.asn);
       }
       return place;
     },

@@ -58,11 +58,11 @@ async function storedDecision(userCode: string) {
 }
 
 describe('where a request came from, on the approval page', () => {
-  it('the same network: says when and where, the device\'s address, and that it appears to be on your network; no warning', async () => {
+  it('the same public address: says when and where, the device\'s address, and that it appears to be on your network; no warning', async () => {
     const { tv, user } = await setUp();
     const flow = await requestFrom(tv.clientId, TELEKOM_HOME);
     t.clock.advance(180);
-    const browser = await approverAt(TELEKOM_PHONE, user);
+    const browser = await approverAt(TELEKOM_HOME, user);
     const page = await approvalPage(browser, flow.user_code);
     expect(page.statusCode).toBe(200);
     expect(page.body).toContain('Requested 3 minutes ago from <strong>Germany</strong> on <strong>Deutsche Telekom AG</strong>.');
@@ -75,7 +75,20 @@ describe('where a request came from, on the approval page', () => {
     const approved = await decide(browser, page.body, { action: 'approve', phrase: flow.confirmation_phrase });
     expect(approved.statusCode).toBe(200);
     const recorded = await storedDecision(flow.user_code);
-    expect(recorded.decision_context).toMatchObject({ same_network: true, signals: [], action: 'allow', requester: { asn: 3320 }, approver: { address: TELEKOM_PHONE } });
+    expect(recorded.decision_context).toMatchObject({ same_network: true, signals: [], action: 'allow', requester: { asn: 3320 }, approver: { address: TELEKOM_HOME } });
+  });
+
+  // Issue 27 §1: one AS is millions of strangers; it is named, never called "your network".
+  it('the same AS from another address: names the provider without saying "network", and is recorded as no match', async () => {
+    const { tv, user } = await setUp();
+    const flow = await requestFrom(tv.clientId, TELEKOM_HOME);
+    const browser = await approverAt(TELEKOM_PHONE, user);
+    const page = await approvalPage(browser, flow.user_code);
+    expect(page.body).toContain('You and this device both connect through Deutsche Telekom AG. That alone does not mean it is yours.');
+    expect(page.body).not.toContain('appears to be on your network');
+    expect(page.body).not.toContain('phishing-warning');
+    expect((await decide(browser, page.body, { action: 'approve', phrase: flow.confirmation_phrase })).statusCode).toBe(200);
+    expect((await storedDecision(flow.user_code)).decision_context).toMatchObject({ same_network: false, same_provider: 'Deutsche Telekom AG', signals: [] });
   });
 
   it('another country: a warning and one more step; approving without it decides nothing, with it approves, and the context reaches the grant\'s issued event', async () => {

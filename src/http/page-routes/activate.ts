@@ -17,6 +17,7 @@ import { parsePageForm } from '../form.js';
 import { renderPage } from './render.js';
 import type { MessageKey, Translator } from '../../i18n/catalogues.js';
 import { describePlace, describeWhere } from '../../i18n/places.js';
+import type { ProximitySignal } from '../../oauth/device/proximity.js';
 import { translatorFor } from '../page-language.js';
 import { signInUrl } from './sign-in.js';
 
@@ -89,18 +90,32 @@ function refuseCode(deps: Deps, request: FastifyRequest, reply: FastifyReply, pa
   return renderCodeStep(deps, request, reply, page, { userCode: typed, message, link }, status);
 }
 
+/** The warning each raised signal gives on the approval page, in this order. */
+const SIGNAL_WARNINGS = [
+  ['hosting_network', 'approve.warning_hosting'],
+  ['relay_network', 'approve.warning_relay'],
+  ['country_mismatch', 'approve.warning_country'],
+  ['unknown_location', 'approve.warning_unknown'],
+] as const satisfies readonly (readonly [ProximitySignal, MessageKey])[];
+
 /** "Requested 3 minutes ago from Berlin, Germany on Hetzner Online GmbH" and what to make of it. */
 function contextModel(deps: Deps, i18n: Translator, pending: PendingRequestView) {
-  const { requester, sameNetwork, signals, action } = pending.proximity;
+  const { requester, sameNetwork, sameProvider, signals, action } = pending.proximity;
   const minutesAgo = Math.max(0, Math.floor((deps.clock.now().getTime() - pending.requestedAt.getTime()) / 60_000));
   return {
     requestedAgo: i18n.t('time.minutes_ago', { minutes: minutesAgo }),
     where: describeWhere(i18n, requester),
     network: requester.network,
     address: requester.address,
+    /** Only for the same address or IPv6 prefix with no signal raised (proximity.ts). */
     sameNetwork,
+    /** The shared AS's name, for the weaker statement; never instead of a warning. */
+    sameProvider,
     hosting: signals.includes('hosting_network'),
+    relay: signals.includes('relay_network'),
     countryMismatch: signals.includes('country_mismatch'),
+    /** One sentence per raised signal: none hides another. */
+    warnings: SIGNAL_WARNINGS.filter(([signal]) => signals.includes(signal)).map(([, key]) => i18n.t(key)),
     warn: action === 'warn' || action === 'confirm',
     confirm: action === 'confirm',
   };

@@ -76,7 +76,7 @@ function classify(deps: Deps, row: FoundRequest, userCode: string, page: Activat
       phraseChoices: row.phrase_choices,
       expiresAt: row.expires_at,
       requestedAt: row.created_at,
-      proximity: assessProximity(deps.geo, row.requester_ip, approverIp, deps.config.proximityPolicy),
+      proximity: assessProximity(deps.geo, row.requester_ip, approverIp, deps.config),
     },
   };
 }
@@ -98,8 +98,8 @@ export async function lookUpUserCode(deps: Deps, typed: string, page: Activation
 
 /** What a decision records of its context: both sides' places and the warnings shown. */
 function decisionContext(proximity: ProximityAssessment): string {
-  const { requester, approver, sameNetwork, signals, action } = proximity;
-  return JSON.stringify({ requester, approver, same_network: sameNetwork, signals, action });
+  const { requester, approver, sameNetwork, sameProvider, signals, action } = proximity;
+  return JSON.stringify({ requester, approver, same_network: sameNetwork, same_provider: sameProvider, signals, action });
 }
 
 function countDecision(deps: Deps, decision: string, proximity: ProximityAssessment): void {
