@@ -23,6 +23,11 @@ export interface DeviceView {
   /** Where the address it signed in from is, and that of its latest use; null when none was recorded. */
   signedInFrom: Place | null;
   lastUsedFrom: Place | null;
+  /**
+   * Where the tokens were collected from, when that was another country, AS or hosting class than
+   * the request and the policy warns about it (issue 27 §3, PROXIMITY_POLICY_REDEEMER_MISMATCH); else null.
+   */
+  collectedFromElsewhere: Place | null;
   /** Completes the accessible name of the row's Sign out button. */
   label: string;
 }
@@ -72,6 +77,8 @@ export async function listDevices(deps: Deps, userId: string): Promise<DeviceVie
     lastUsedAt: row.last_used_at,
     signedInFrom: placeOf(deps, row.signed_in_ip),
     lastUsedFrom: placeOf(deps, row.last_used_ip),
+    collectedFromElsewhere:
+      row.redeemer_action === 'warn' && row.redeemer_signals?.includes('redeemer_mismatch') ? placeOf(deps, row.redeemer_ip) : null,
     label: row.platform_name === null ? row.client_name : `${row.client_name} (${row.platform_name})`,
   }));
 }

@@ -64,6 +64,9 @@ export interface PollOutcome {
   expired: boolean;
   throttled: boolean;
   interval_seconds: number;
+  /** Where the request came from and where its approver was: the redeeming poll is judged against both (assessRedeemer). */
+  requester_ip: string | null;
+  approver_ip: string | null;
 }
 
 /**
@@ -98,7 +101,7 @@ const recordDevicePollStatement = compiledOnce<PollOutcome, { deviceCodeHash: Ui
       AND (d.dpop_jkt IS NULL OR d.dpop_jkt = ${p.dpopJkt}::text)
     RETURNING d.request_id::text AS request_id, c.disabled_at IS NOT NULL AS client_disabled, d.status,
               d.denied_reason, d.expires_at <= this_call.at AS expired, d.last_poll_too_fast AS throttled,
-              d.interval_seconds`,
+              d.interval_seconds, d.requester_ip, d.approver_ip`,
 );
 
 export async function recordDevicePoll(
@@ -148,6 +151,7 @@ export async function redeemApprovedRequest(db: Database, requestId: string, now
       'platform_icon_sha256',
       'auth_time',
       'requester_ip',
+      'approver_ip',
       'decision_context',
     ])
     .executeTakeFirst();
@@ -155,6 +159,20 @@ export async function redeemApprovedRequest(db: Database, requestId: string, now
 
 export async function setDeviceRequestGrant(db: Database, requestId: string, grantId: string): Promise<void> {
   await db.updateTable('device_requests').set({ grant_id: grantId }).where('request_id', '=', requestId).execute();
+}
+
+/**
+ * approved -> denied, once: the redeeming poll came from where the operator's policy refuses
+ * (PROXIMITY_POLICY_*, assessRedeemer). Every later poll of the request hears access_denied.
+ */
+export async function denyApprovedForRedeemer(db: Database, requestId: string, redeemerIp: string, now: Date): Promise<boolean> {
+  const result = await db
+    .updateTable('device_requests')
+    .set({ status: 'denied', denied_reason: 'redeemer_mismatch', redeemer_ip: redeemerIp, decided_at: now })
+    .where('request_id', '=', requestId)
+    .where('status', '=', 'approved')
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }
 
 /** A banned user's approval never turns into tokens. */
@@ -201,7 +219,7 @@ export async function findDeviceRequestByUserCode(db: Database, userCodeHmac: Ui
 export async function approveDeviceRequest(
   db: Database,
   requestId: string,
-  approval: { userId: string; authTime: Date; pickedPhrase: string; context: string | null },
+  approval: { userId: string; authTime: Date; pickedPhrase: string; context: string | null; approverIp: string | null },
   now: Date,
 ): Promise<'approved' | 'denied' | undefined> {
   const row = await db
@@ -223,6 +241,7 @@ export async function approveDeviceRequest(
       auth_time: approval.authTime,
       decided_at: now,
       decision_context: approval.context,
+      approver_ip: approval.approverIp,
     }))
     .where('request_id', '=', requestId)
     .where('status', '=', 'pending')

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { seedClient, seedUser, startTestApp, FORM, form, type TestApp } from '../helpers/app.js';
-import { Browser, inputValue, signIn } from '../helpers/browser.js';
+import { Browser } from '../helpers/browser.js';
+import { approvalPage, approverAt as approverWith, decideOnPage as decide } from '../helpers/approval.js';
 import { DEVICE_GRANT } from '../helpers/device.js';
 import type { DeviceAuthorizationResponse } from '../../src/oauth/device/authorization.js';
 
@@ -32,20 +33,7 @@ async function requestFrom(clientId: string, address: string): Promise<DeviceAut
   return res.json();
 }
 
-async function approverAt(address: string, user: { email: string; password: string }) {
-  const browser = new Browser(t, { remoteAddress: address });
-  expect((await signIn(browser, user)).statusCode).toBe(303);
-  return browser;
-}
-
-async function approvalPage(browser: Browser, userCode: string) {
-  await browser.get('/activate');
-  return browser.post('/activate', { user_code: userCode });
-}
-
-function decide(browser: Browser, page: string, fields: Record<string, string>) {
-  return browser.post('/activate/decision', { user_code: inputValue(page, 'user_code'), request_handle: inputValue(page, 'request_handle'), ...fields });
-}
+const approverAt = (address: string, user: { email: string; password: string }) => approverWith(t, { remoteAddress: address }, user);
 
 const pollFrom = (clientId: string, flow: DeviceAuthorizationResponse) =>
   t.app.inject({ method: 'POST', url: '/oauth/token', headers: FORM, payload: form({ grant_type: DEVICE_GRANT, device_code: flow.device_code, client_id: clientId }) });

@@ -94,7 +94,7 @@ function strongest(signals: readonly ProximitySignal[], policy: ProximityPolicy)
  */
 function placeSignals(place: SideContext, approver: SideContext): ProximitySignal[] {
   const signals: ProximitySignal[] = [];
-  if (place.country !== null && approver.country !== null && located(place) && located(approver) && place.country !== approver.country) {
+  if (located(place) && located(approver) && place.country !== approver.country) {
     signals.push('country_mismatch');
   }
   if (place.hosting) signals.push('hosting_network');
@@ -156,4 +156,24 @@ export function assessRedeemer(
   if (!sameClass(redeemer, requester)) signals.push('redeemer_mismatch');
   const action = strongest(signals, rules.proximityPolicy);
   return { redeemer, signals, action: action === 'confirm' ? 'warn' : action };
+}
+
+/**
+ * Issue 27 §3: a device-flow grant refreshed from another country than its approver was in, or
+ * from a hosting network. The signals, or null when there is nothing to record: not a device-flow
+ * grant, nothing raised, or the same class of place as the grant's previous use (recorded then).
+ */
+export function refreshedElsewhere(
+  geo: Geo,
+  grant: { approverIp: string | null; previousIp: string | null },
+  ip: string,
+): ProximitySignal[] | null {
+  if (grant.approverIp === null) return null;
+  const refresher = side(geo.locate(ip));
+  const approver = side(geo.locate(grant.approverIp));
+  const signals: ProximitySignal[] = [];
+  if (located(refresher) && located(approver) && refresher.country !== approver.country) signals.push('country_mismatch');
+  if (refresher.hosting) signals.push('hosting_network');
+  if (signals.length === 0 || !movedClass(geo, grant.previousIp, ip)) return null;
+  return signals;
 }

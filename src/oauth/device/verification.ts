@@ -123,8 +123,10 @@ export async function approveWithPhrase(
   user: { userId: string; authTime: Date },
   pickedPhrase: string,
   context: string | null = null,
+  /** Stored with the approval: the redeeming poll and later refreshes are compared with it (proximity.ts). */
+  approverIp: string | null = null,
 ): Promise<Decision> {
-  const status = await approveDeviceRequest(deps.db, requestId, { ...user, pickedPhrase, context }, deps.clock.now());
+  const status = await approveDeviceRequest(deps.db, requestId, { ...user, pickedPhrase, context, approverIp }, deps.clock.now());
   if (status === 'approved') return 'approved';
   if (status === 'denied') return 'cancelled_wrong_phrase';
   return 'already_decided';
@@ -184,7 +186,7 @@ export async function decideShownRequest(
   const context = decisionContext(proximity);
   const decision =
     choice.action === 'approve'
-      ? await approveWithPhrase(deps, row.request_id, user, choice.phrase, context)
+      ? await approveWithPhrase(deps, row.request_id, user, choice.phrase, context, approverIp)
       : await denyRequest(deps, row.request_id, user.userId, context);
   if (decision !== 'already_decided') {
     deps.metrics.verificationDecisions.inc({ decision });
