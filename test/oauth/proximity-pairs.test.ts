@@ -171,15 +171,18 @@ const REDEEMERS: RedeemerCase[] = [
   { name: 'a residential request collected from Hetzner in the same country', requester: '79.192.0.1', approver: '79.192.0.1', redeemer: '88.198.0.1', signals: ['hosting_network', 'redeemer_mismatch'], defaultAction: 'warn', mismatchDenyAction: 'deny' },
   { name: 'collected through WARP in Singapore', requester: '104.28.0.1', approver: '104.28.0.1', redeemer: '104.28.13.1', signals: ['country_mismatch', 'relay_network', 'redeemer_mismatch'], defaultAction: 'warn', mismatchDenyAction: 'deny' },
   { name: 'collected from another home ISP in the same country', requester: '79.192.0.1', approver: '79.192.0.1', redeemer: '37.120.0.1', signals: ['redeemer_mismatch'], defaultAction: 'warn', mismatchDenyAction: 'deny' },
+  { name: 'an approval recorded without the approver\'s address (before this check): only the redeemer\'s own place counts', requester: '79.192.0.1', approver: '', redeemer: '79.192.0.2', signals: [], defaultAction: 'allow', mismatchDenyAction: 'allow' },
+  { name: 'a public request collected from a private address', requester: '79.192.0.1', approver: '79.192.0.1', redeemer: '192.168.1.20', signals: ['unknown_location', 'redeemer_mismatch'], defaultAction: 'warn', mismatchDenyAction: 'deny' },
   { name: 'loopback throughout (no TRUST_PROXY)', requester: '127.0.0.1', approver: '127.0.0.1', redeemer: '127.0.0.1', signals: ['unknown_location'], defaultAction: 'warn', mismatchDenyAction: 'warn' },
 ];
 
 describe('the redeeming poll, compared with the request and the approver', () => {
   it.each(REDEEMERS)('$name', ({ requester, approver, redeemer, signals, defaultAction, mismatchDenyAction }) => {
     const rules = (policy: ProximityPolicy) => ({ proximityPolicy: policy, sameNetworkIpv6Prefix: 64 });
-    const assessed = assessRedeemer(geo, { requesterIp: requester, approverIp: approver }, redeemer, rules(POLICIES.default));
+    const request = { requesterIp: requester, approverIp: approver === '' ? null : approver };
+    const assessed = assessRedeemer(geo, request, redeemer, rules(POLICIES.default));
     expect({ signals: [...assessed.signals].sort(), action: assessed.action }).toEqual({ signals: [...signals].sort(), action: defaultAction });
     const mismatchDeny = { ...POLICIES.default, redeemer_mismatch: 'deny' } as const;
-    expect(assessRedeemer(geo, { requesterIp: requester, approverIp: approver }, redeemer, rules(mismatchDeny)).action).toBe(mismatchDenyAction);
+    expect(assessRedeemer(geo, request, redeemer, rules(mismatchDeny)).action).toBe(mismatchDenyAction);
   });
 });

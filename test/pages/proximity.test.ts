@@ -156,6 +156,17 @@ describe('where a request came from, on the approval page', () => {
     expect(page.body).not.toContain('in_front_of_me');
   });
 
+  // Issue 27 §2: the approver's side counts too; an unplaceable approver is never "your network".
+  it('an approver who cannot be placed (a private address) is warned that the request cannot be compared', async () => {
+    const { tv, user } = await setUp();
+    const flow = await requestFrom(tv.clientId, TELEKOM_HOME);
+    const browser = await approverAt('10.0.0.9', user);
+    const page = await approvalPage(browser, flow.user_code);
+    expect(page.body).toContain('Where you are is not known, so this request cannot be compared with it.');
+    expect(page.body).not.toContain('on your network');
+    expect(page.body).not.toContain('id="same-provider"');
+  });
+
   it('a decision form posted from another address is judged from there: the step is asked for again', async () => {
     const { tv, user } = await setUp();
     const flow = await requestFrom(tv.clientId, TELEKOM_HOME);

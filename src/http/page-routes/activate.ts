@@ -115,7 +115,10 @@ function contextModel(deps: Deps, i18n: Translator, pending: PendingRequestView)
     relay: signals.includes('relay_network'),
     countryMismatch: signals.includes('country_mismatch'),
     /** One sentence per raised signal: none hides another. */
-    warnings: SIGNAL_WARNINGS.filter(([signal]) => signals.includes(signal)).map(([, key]) => i18n.t(key)),
+    warnings: SIGNAL_WARNINGS.filter(([signal]) => signals.includes(signal)).map(([signal, key]) =>
+      // Either side may be the one that cannot be placed: say which.
+      i18n.t(signal === 'unknown_location' && requester.kind === 'public' && requester.country !== null ? 'approve.warning_unknown_approver' : key),
+    ),
     warn: action === 'warn' || action === 'confirm',
     confirm: action === 'confirm',
   };

@@ -90,9 +90,10 @@ function strongest(signals: readonly ProximitySignal[], policy: ProximityPolicy)
 
 /**
  * Signals of one place that asks or collects, compared with the approver: every check always runs,
- * whatever the two have in common.
+ * whatever the two have in common. `approverJudged`: the approver's own place was judged already
+ * (at the approval page), so only this place's being unknown counts here.
  */
-function placeSignals(place: SideContext, approver: SideContext): ProximitySignal[] {
+function placeSignals(place: SideContext, approver: SideContext, approverJudged = false): ProximitySignal[] {
   const signals: ProximitySignal[] = [];
   if (located(place) && located(approver) && place.country !== approver.country) {
     signals.push('country_mismatch');
@@ -101,7 +102,7 @@ function placeSignals(place: SideContext, approver: SideContext): ProximitySigna
   if (place.relay) signals.push('relay_network');
   // Nothing to compare on one side or the other: loopback, private, link-local, reserved, a
   // proxy's own address, or a public address the data does not place.
-  if (!located(place) || !located(approver)) signals.push('unknown_location');
+  if (!located(place) || (!approverJudged && !located(approver))) signals.push('unknown_location');
   return signals;
 }
 
@@ -152,7 +153,7 @@ export function assessRedeemer(
   const approver = side(geo.locate(request.approverIp ?? ''));
   const prefix = rules.sameNetworkIpv6Prefix;
   if (sameAddress(redeemer, requester, prefix) || sameAddress(redeemer, approver, prefix)) return { redeemer, signals: [], action: 'allow' };
-  const signals = placeSignals(redeemer, approver);
+  const signals = placeSignals(redeemer, approver, true);
   if (!sameClass(redeemer, requester)) signals.push('redeemer_mismatch');
   const action = strongest(signals, rules.proximityPolicy);
   return { redeemer, signals, action: action === 'confirm' ? 'warn' : action };
