@@ -157,6 +157,27 @@ describe('§2 without TRUST_PROXY behind a proxy', () => {
   });
 });
 
+describe('hostile forwarded addresses', () => {
+  it.each([
+    ['latin-1 bytes that are no UTF-8', '\u00ff\u00fe10.0.0.1'],
+    ['a lone surrogate, escaped as a proxy would pass it', '%ED%A0%80'],
+    ['3000 characters', `1.${'1'.repeat(3000)}`],
+  ])('a forwarded "address" that is no address (%s) is location unknown, never a match, and the flow completes', async (_name, hostile) => {
+    const { tv, user } = await setUp();
+    const flow = await requestFrom(tv.clientId, hostile);
+    const browser = await approverAt(hostile, user);
+    const page = await approvalPage(browser, flow.user_code);
+    expect(page.statusCode).toBe(200);
+    expect(page.body).toContain('Where this request came from is not known.');
+    expect(page.body).not.toContain('on your network');
+    expect((await decide(browser, page.body, { action: 'approve', phrase: flow.confirmation_phrase })).statusCode).toBe(200);
+    t.clock.advance(flow.interval);
+    const poll = await pollFrom(hostile, tv.clientId, flow);
+    expect(poll.statusCode, poll.body).toBe(200);
+    expect((await grantsOf(user.userId))[0]).toMatchObject({ redeemer_action: 'warn', redeemer_signals: ['unknown_location'] });
+  });
+});
+
 describe('§3 the redeeming poll is judged like the request', () => {
   it('a residential request collected from a hosting network: under PROXIMITY_POLICY_REDEEMER_MISMATCH=deny, access_denied for this and every later poll, and no grant', async () => {
     const { tv, user } = await setUp({ PROXIMITY_POLICY_REDEEMER_MISMATCH: 'deny' });

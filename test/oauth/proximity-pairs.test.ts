@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
 import { loadGeo, type Geo } from '../../src/geo/locate.js';
 import {
   assessProximity,
@@ -184,5 +185,24 @@ describe('the redeeming poll, compared with the request and the approver', () =>
     expect({ signals: [...assessed.signals].sort(), action: assessed.action }).toEqual({ signals: [...signals].sort(), action: defaultAction });
     const mismatchDeny = { ...POLICIES.default, redeemer_mismatch: 'deny' } as const;
     expect(assessRedeemer(geo, request, redeemer, rules(mismatchDeny)).action).toBe(mismatchDenyAction);
+  });
+});
+
+describe('the proximity settings', () => {
+  it('defaults: relay confirm, redeemer mismatch warn, IPv6 /64', () => {
+    const config = loadConfig({});
+    expect(config.proximityPolicy).toMatchObject({ relay_network: 'confirm', redeemer_mismatch: 'warn' });
+    expect(config.sameNetworkIpv6Prefix).toBe(64);
+  });
+
+  it.each([
+    ['PROXIMITY_POLICY_REDEEMER_MISMATCH', 'confirm'],
+    ['PROXIMITY_POLICY_RELAY_NETWORK', 'block'],
+    ['PROXIMITY_SAME_NETWORK_IPV6_PREFIX', '16'],
+    ['PROXIMITY_SAME_NETWORK_IPV6_PREFIX', '129'],
+    ['PROXIMITY_SAME_NETWORK_IPV6_PREFIX', '64\u0000'],
+  ])('%s=%s stops the server with an error naming it', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [name]: value })).toThrow(name);
   });
 });
