@@ -84,11 +84,13 @@ async function approveFrom(approver: string, requester: string, user: { email: s
   return { flow, browser };
 }
 
+const SAME_AS_ATTACKS = [
+  ['the WARP phisher in Singapore against a victim on iCloud Private Relay in the US', WARP_SINGAPORE, PRIVATE_RELAY_US, ['This request came through a VPN, relay or proxy service shared by many people', 'This request came from another country than the one you are in.']],
+  ['an EC2 phisher in Korea against a victim behind a corporate VPN on AWS in the US', EC2_KOREA, AWS_US, ['This request came from a hosting provider’s network', 'This request came from another country than the one you are in.']],
+] as const;
+
 describe('§1 the same AS is no proximity', () => {
-  it.each([
-    ['the WARP phisher in Singapore against a victim on iCloud Private Relay in the US', WARP_SINGAPORE, PRIVATE_RELAY_US, ['This request came through a VPN, relay or proxy service shared by many people', 'This request came from another country than the one you are in.']],
-    ['an EC2 phisher in Korea against a victim behind a corporate VPN on AWS in the US', EC2_KOREA, AWS_US, ['This request came from a hosting provider’s network', 'This request came from another country than the one you are in.']],
-  ])('%s: a warning and the extra step, never "on your network"; under deny, refused and no tokens', async (_name, attacker, victim, warnings) => {
+  it.each(SAME_AS_ATTACKS)('%s: a warning and the extra step, never "on your network"', async (_name, attacker, victim, warnings) => {
     const { tv, user } = await setUp();
     const flow = await requestFrom(tv.clientId, attacker);
     const browser = await approverAt(victim, user);
@@ -99,19 +101,20 @@ describe('§1 the same AS is no proximity', () => {
     expect(page.body).toContain('name="in_front_of_me"');
     expect(page.body).not.toContain('on your network');
     expect(page.body).not.toContain('id="same-provider"');
-    await t.close();
+  });
 
-    const denied = await setUp(ALL_DENY);
-    const again = await requestFrom(denied.tv.clientId, attacker);
-    const victimBrowser = await approverAt(victim, denied.user);
-    const refused = await approvalPage(victimBrowser, again.user_code);
+  it.each(SAME_AS_ATTACKS)('%s, every PROXIMITY_POLICY_* at deny: refused, access_denied, no tokens', async (_name, attacker, victim) => {
+    const { tv, user } = await setUp(ALL_DENY);
+    const flow = await requestFrom(tv.clientId, attacker);
+    const browser = await approverAt(victim, user);
+    const refused = await approvalPage(browser, flow.user_code);
     expect(refused.statusCode).toBe(403);
     expect(refused.body).not.toContain('name="phrase"');
-    t.clock.advance(again.interval);
-    const poll = await pollFrom(attacker, denied.tv.clientId, again);
+    t.clock.advance(flow.interval);
+    const poll = await pollFrom(attacker, tv.clientId, flow);
     expect(poll.json()).toMatchObject({ error: 'access_denied' });
     expect(poll.json()).not.toHaveProperty('access_token');
-    expect(await grantsOf(denied.user.userId)).toEqual([]);
+    expect(await grantsOf(user.userId)).toEqual([]);
   });
 });
 
@@ -191,6 +194,21 @@ describe('§3 the redeeming poll is judged like the request', () => {
     expect((await pollFrom(HOME_DE, tv.clientId, flow)).json()).toMatchObject({ error: 'access_denied' });
     expect(await grantsOf(user.userId)).toEqual([]);
     expect(await requestRow(flow)).toMatchObject({ status: 'denied', denied_reason: 'redeemer_mismatch', redeemer_ip: AWS_US, approver_ip: HOME_DE });
+  });
+
+  it('under deny, polls from home and from the hosting network at once: the hosting network never gets tokens, at most one poll does', async () => {
+    const { tv, user } = await setUp({ PROXIMITY_POLICY_REDEEMER_MISMATCH: 'deny' });
+    const { flow } = await approveFrom(HOME_DE, HOME_DE, user, tv.clientId);
+    const addresses = [AWS_US, HOME_DE, AWS_US, HOME_DE, AWS_US, HOME_DE, AWS_US, HOME_DE];
+    const answers = await Promise.all(addresses.map((address) => pollFrom(address, tv.clientId, flow)));
+    const issued = answers.flatMap((answer, i) => (answer.statusCode === 200 ? [addresses[i]] : []));
+    expect(issued.length).toBeLessThanOrEqual(1);
+    expect(issued).not.toContain(AWS_US);
+    // Refused by the policy, or too late: the request was already redeemed by the device at home.
+    for (const [i, answer] of answers.entries()) if (addresses[i] === AWS_US) expect(['access_denied', 'invalid_grant']).toContain(answer.json().error);
+    const grants = await grantsOf(user.userId);
+    expect(grants.length).toBe(issued.length);
+    for (const grant of grants) expect(grant.redeemer_ip).toBe(HOME_DE);
   });
 
   it('under warn: tokens, with the decision and both addresses on the grant and a line on the Devices page', async () => {
