@@ -7,7 +7,14 @@ export interface Limit {
 }
 
 /** Limits that count every request (`consume`). */
-export type RequestLimitName = 'deviceCodePerClient' | 'deviceCodePerIp' | 'tokenPerClient' | 'tokenPerIp';
+export type RequestLimitName =
+  | 'deviceCodePerClient'
+  | 'deviceCodePerIp'
+  | 'tokenPerClient'
+  | 'tokenPerIp'
+  | 'userinfoPerIp'
+  | 'introspectPerIp'
+  | 'revokePerIp';
 
 /** Limits that count failures, reserved before the attempt is evaluated (`reserve`). */
 export type FailureLimitName = 'userCodePerUser' | 'userCodePerIp' | 'signInPerAccountIp' | 'signInPerIp' | 'signInPerAccount';
