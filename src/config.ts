@@ -106,6 +106,7 @@ const schema = z
     RATE_LIMIT_INTROSPECT_PER_IP: rateLimit('12000/60'),
     RATE_LIMIT_REVOKE_PER_IP: rateLimit('3000/60'),
     RATE_LIMIT_IPV6_PREFIX: z.coerce.number().int().min(32).max(128).default(64),
+    RATE_LIMIT_NETWORK_SHARE: z.coerce.number().positive().max(1).default(0.001),
     PASSWORD_CHECKS_RUNNING: z.coerce.number().int().min(1).max(64).default(Math.max(1, availableParallelism())),
     PASSWORD_CHECKS_QUEUED: z.coerce.number().int().min(0).max(1000).default(16),
     PASSWORD_CHECKS_PER_IP: z.coerce.number().int().min(1).max(64).default(2),
@@ -230,6 +231,8 @@ const schema = z
         revokePerIp: env.RATE_LIMIT_REVOKE_PER_IP,
       },
       ipv6Prefix: env.RATE_LIMIT_IPV6_PREFIX,
+      /** Once an app's budget is spent, the fraction of it each network (address, /24, /64, /56, /48) may still use. */
+      networkShare: env.RATE_LIMIT_NETWORK_SHARE,
       signInSlowdownMs: env.SIGNIN_SLOWDOWN_MS,
       passwordChecks: {
         running: env.PASSWORD_CHECKS_RUNNING,

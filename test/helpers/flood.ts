@@ -46,3 +46,21 @@ export async function timed<T>(request: () => Promise<T>): Promise<{ result: T; 
   const result = await request();
   return { result, ms: performance.now() - started };
 }
+
+/**
+ * Sends `requests` with at most `inFlight` at once, in order, and returns every answer in that
+ * order: a steady flood, as a client with that many connections sends it, rather than a queue of
+ * thousands that says more about the test machine than about the server.
+ */
+export async function sendAll<T>(requests: ReadonlyArray<() => Promise<T>>, inFlight = 50): Promise<T[]> {
+  const answers: T[] = new Array(requests.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < requests.length) {
+      const index = next++;
+      answers[index] = await requests[index]!();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(inFlight, requests.length) }, worker));
+  return answers;
+}
