@@ -104,15 +104,17 @@ export class Reservation {
   }
 
   /**
-   * Gives back every place this attempt took; once. A refund the store cannot take now (the
+   * Gives back every place this attempt took (but those of the `keep` limits); once. A refund the store cannot take now (the
    * database is away: the very failure that stopped the attempt) is tried again at the next
    * flushes, so that an outage does not turn a user's retries into wrong guesses.
    */
-  async refund(): Promise<void> {
+  async refund(keep: readonly FailureLimitName[] = []): Promise<void> {
     if (this.#refunded) return;
     this.#refunded = true;
     await Promise.all(
-      this.reserved.map((r) => this.store.refund(r.key, r.windowStart, r.windowSeconds).catch(() => this.deferRefund(r))),
+      this.reserved
+        .filter((r) => !keep.includes(r.name))
+        .map((r) => this.store.refund(r.key, r.windowStart, r.windowSeconds).catch(() => this.deferRefund(r))),
     );
   }
 }
