@@ -36,7 +36,9 @@ export function addressPrefixes(ip: string): string[] {
     const v4 = `${groups[6]! >> 8}.${groups[6]! & 0xff}.${groups[7]! >> 8}`;
     return [`${v4}.${groups[7]! & 0xff}`, `${v4}.0/24`];
   }
-  return [prefixKey(groups, 64), prefixKey(groups, 56), prefixKey(groups, 48)];
+  // As prefixKey would write them, without masking eight groups three times (this runs on every poll).
+  const head = `${groups[0]!.toString(16)}:${groups[1]!.toString(16)}:${groups[2]!.toString(16)}`;
+  return [`${head}:${groups[3]!.toString(16)}:0:0:0:0/64`, `${head}:${(groups[3]! & 0xff00).toString(16)}:0:0:0:0/56`, `${head}:0:0:0:0:0/48`];
 }
 
 /** An IPv6 address's first `prefix` bits, as `a:b:…:0/prefix`. */
