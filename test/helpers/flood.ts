@@ -52,7 +52,7 @@ export async function timed<T>(request: () => Promise<T>): Promise<{ result: T; 
  * order: a steady flood, as a client with that many connections sends it, rather than a queue of
  * thousands that says more about the test machine than about the server.
  */
-export async function sendAll<T>(requests: ReadonlyArray<() => Promise<T>>, inFlight = 50): Promise<T[]> {
+export async function sendAll<T>(requests: ReadonlyArray<() => Promise<T>>, inFlight = 25): Promise<T[]> {
   const answers: T[] = new Array(requests.length);
   let next = 0;
   const worker = async () => {
