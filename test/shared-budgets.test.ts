@@ -172,7 +172,9 @@ describe("a flood from 200 addresses in many networks cannot take an app's budge
     }
     const answered = waves.flat().filter((r) => !refused(r));
     expect(answered.every((r) => r.statusCode === 200)).toBe(true);
+    // The flood had the budget but for the nine codes of the devices (three a wave)...
     expect(answered.length).toBeGreaterThanOrEqual(DEVICE_CODE_BUDGET - 9);
+    // ...and past it no more than each of its networks' share.
     expect(answered.length).toBeLessThanOrEqual(atMost(DEVICE_CODE_BUDGET, flood));
     // The last wave: every one of the flood's networks has had its share.
     expect(waves[2]!.every(refused)).toBe(true);
