@@ -41,7 +41,7 @@ async function userWithBrowser(): Promise<{ user: Awaited<ReturnType<typeof seed
 }
 
 describe('an approval waiting for its device', () => {
-  it('is listed as waiting, with Cancel, and the page does not also say "No devices are signed in"; Connected apps lists its app', async () => {
+  it('is listed as waiting, with Cancel approval, and the page does not also say "No devices are signed in"; Connected apps lists its app', async () => {
     const { user, browser } = await userWithBrowser();
     const before = await browser.get(DEVICES);
     expect(before.body).toContain('No devices are signed in.');
@@ -51,7 +51,7 @@ describe('an approval waiting for its device', () => {
     expect(devices.body).toContain('>less than a minute ago</time>');
     expect(devices.body).not.toContain('No devices are signed in.');
     expect(devices.body).toContain('<form method="post" action="/account/devices/cancel">');
-    expect(devices.body).toContain('<button type="submit" class="danger">Cancel<span class="visually-hidden"> Living Room TV</span></button>');
+    expect(devices.body).toContain('<button type="submit" class="danger">Cancel approval<span class="visually-hidden"> Living Room TV</span></button>');
     const apps = await browser.get(APPS);
     expect(apps.body).not.toContain('No apps have access to your account.');
     expect(apps.body).toContain('<h2 class="app-name">Living Room TV</h2>');
