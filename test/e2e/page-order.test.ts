@@ -1,7 +1,6 @@
 import type { Locator, Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { basicAuth, FORM, form, seedUser } from '../helpers/app.js';
-import type { DeviceAuthorizationResponse } from '../../src/oauth/device/authorization.js';
+import { basicAuth, seedUser } from '../helpers/app.js';
 import { decide, startDeviceFlow } from '../helpers/device.js';
 import {
   devicePoll,
@@ -47,16 +46,7 @@ const CLAIM = {
 const PRIMARY = 'rgb(11, 87, 208)';
 
 /** A TV's request, with the claim, that reaches the server through the proxy as from `address`. */
-async function requestWithClaimFrom(address: string): Promise<DeviceAuthorizationResponse> {
-  const res = await suite.e2e.t.app.inject({
-    method: 'POST',
-    url: '/oauth/device/code',
-    headers: { ...FORM, 'x-forwarded-for': address },
-    payload: form({ client_id: suite.tv.clientId, ...CLAIM }),
-  });
-  expect(res.statusCode, res.body).toBe(200);
-  return res.json();
-}
+const requestWithClaimFrom = (address: string) => requestCodeFrom(suite.e2e, suite.tv.clientId, address, {}, CLAIM);
 
 /** A browser page whose requests arrive through the proxy as from `address`, signed in as `user` at `path`. */
 async function signedInAt(address: string, user: { email: string; password: string }, path = '/activate'): Promise<Page> {
