@@ -138,6 +138,26 @@ describe('the approval page, in the order a person decides', () => {
   });
 });
 
+describe('the data credits, on a refusal that names where the request came from', () => {
+  it('a request the policy refuses: the page names the place and credits the data once, in the footer', async () => {
+    const strict = await startTestApp({ env: { PROXIMITY_POLICY_COUNTRY_MISMATCH: 'deny' } });
+    try {
+      const app = await seedClient(strict, { kind: 'tv', name: 'Living Room TV' });
+      const started = await strict.app.inject({ method: 'POST', url: '/oauth/device/code', headers: FORM, payload: form({ client_id: app.clientId }), remoteAddress: COMCAST });
+      const browser = new Browser(strict, { remoteAddress: TELEKOM });
+      expect((await signIn(browser, await seedUser(strict))).statusCode).toBe(303);
+      await browser.get('/activate');
+      const refused = await browser.post('/activate', { user_code: started.json().user_code });
+      expect(refused.statusCode).toBe(403);
+      expect(refused.body).toContain('This request came from United States on Comcast Cable Communications, LLC, and this service does not accept requests from there.');
+      expect(occurrences(refused.body, 'Location and network data:')).toBe(1);
+      expect(refused.body.indexOf('Location and network data:')).toBeGreaterThan(refused.body.indexOf('</main>'));
+    } finally {
+      await strict.close();
+    }
+  });
+});
+
 describe('bot pages speak of bots', () => {
   it('the bot approval page under a warning never speaks of a device or of something "in front of you"', async () => {
     const flow = await requestFrom(COMCAST, CLAIM, 'bot');
