@@ -5,9 +5,9 @@ import { languageModel } from '../page-language.js';
 /**
  * Renders a page with what the layout needs (signed-in state, CSRF token, the reader's language)
  * added to its view model. `title` is already in the reader's language. `wayBack` is where the
- * header's "Not you?" brings the next person after signing in: the page itself when it was
- * loaded with GET; a page answering a form names its own (/signout checks it with localReturnPath, which takes
- * an empty one to /activate).
+ * header's "Not you?" brings the next person after signing in: the page itself when it was loaded
+ * with GET; a page answering a form names its own. /signout checks it with localReturnPath, which
+ * takes an empty one to /activate.
  */
 export function renderPage(
   request: FastifyRequest,
