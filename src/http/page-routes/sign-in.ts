@@ -73,6 +73,8 @@ const signInForm = z.object({
   return_to: z.string().default(''),
 });
 
+const signOutForm = z.object({ return_to: z.string().optional() });
+
 const REFUSALS = {
   // One message for an unknown email and a wrong password: the page reveals no accounts.
   wrong_credentials: { status: 401, message: 'signin.wrong_credentials' },
@@ -176,9 +178,11 @@ export function signInRoutes(app: FastifyInstance, deps: Deps): void {
   });
 
   app.post('/signout', async (request, reply) => {
+    const form = parsePageForm(signOutForm, request.body);
     // An anonymous visitor has no row to end; the sign-in page it lands on keeps it anonymous.
     if (request.session?.kind === 'stored') await signOut(deps, request.session);
     clearSessionCookie(reply, deps.config);
-    return reply.redirect('/signin', 303);
+    // "Not you?" names the page it was pressed on: the next person signs in and carries on there.
+    return reply.redirect(form.return_to === undefined ? '/signin' : signInUrl(localReturnPath(form.return_to)), 303);
   });
 }
