@@ -105,7 +105,7 @@ export async function createDeps(options: {
   }
   const metrics = createMetrics(() => database.poolStats());
   const counters = config.redisUrl ? await redisCounterStore(config.redisUrl, clock) : databaseCounterStore(database.db);
-  const rateLimiter = new RateLimiter(counters, config.rateLimits);
+  const rateLimiter = new RateLimiter(counters, config.rateLimits, config.networkShare);
   const housekeeping = new Housekeeping(database.db, clock, config.purge, config.purgeIntervalSeconds, (run, error) => {
     if (run.outcome === 'done') log.info({ purged: run.purged }, 'purge done');
     // While the database is away this fails every tick: one line each, without a stack.

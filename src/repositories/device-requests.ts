@@ -273,11 +273,49 @@ export async function listApprovedAwaitingDevice(db: Database, userId: string, k
   return db
     .selectFrom('device_requests as d')
     .innerJoin('clients as c', 'c.client_id', 'd.client_id')
-    .select(['d.platform_name', 'd.decided_at', 'c.name as client_name', 'c.kind as client_kind'])
+    .select([sql<string>`d.request_id::text`.as('request_id'), 'd.platform_name', 'd.decided_at', 'c.client_id', 'c.name as client_name', 'c.kind as client_kind'])
     .where('d.user_id', '=', userId)
     .where('d.status', '=', 'approved')
     .where('d.expires_at', '>', now)
     .where('c.kind', 'in', kinds)
     .orderBy('d.decided_at', 'desc')
     .execute();
+}
+
+/**
+ * approved -> denied by the approving user before the device picked up its tokens. One statement,
+ * racing the redeeming poll on `status = 'approved'`: whichever commits first wins, so the device
+ * gets its tokens or access_denied, never both. Returns what it cancelled.
+ */
+const cancelApproved = (db: Database, userId: string, now: Date) =>
+  db
+    .updateTable('device_requests')
+    .set({ status: 'denied', denied_reason: 'user_denied', decided_at: now })
+    .where('user_id', '=', userId)
+    .where('status', '=', 'approved')
+    .where('expires_at', '>', now);
+
+/** One waiting approval of this user (the Devices page's Cancel). */
+export async function cancelApprovedRequest(db: Database, userId: string, requestId: string, now: Date): Promise<boolean> {
+  const result = await cancelApproved(db, userId, now).where('request_id', '=', requestId).executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/** Every waiting approval of this user for one app (Connected apps' Remove access). */
+export async function cancelApprovedRequestsOfApp(db: Database, userId: string, clientId: string, now: Date): Promise<number> {
+  const result = await cancelApproved(db, userId, now).where('client_id', '=', clientId).executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/** A request of this user that the user cancelled (or denied): names it on the Devices page after a cancellation. */
+export async function findRequestDeniedByUser(db: Database, userId: string, requestId: string) {
+  return db
+    .selectFrom('device_requests as d')
+    .innerJoin('clients as c', 'c.client_id', 'd.client_id')
+    .select(['c.name as client_name'])
+    .where('d.request_id', '=', requestId)
+    .where('d.user_id', '=', userId)
+    .where('d.status', '=', 'denied')
+    .where('d.denied_reason', '=', 'user_denied')
+    .executeTakeFirst();
 }

@@ -107,6 +107,9 @@ export const NO_RATE_LIMITS: Record<string, string> = {
   RATE_LIMIT_DEVICE_CODE_PER_IP: 'off',
   RATE_LIMIT_TOKEN_PER_CLIENT: 'off',
   RATE_LIMIT_TOKEN_PER_IP: 'off',
+  RATE_LIMIT_USERINFO_PER_IP: 'off',
+  RATE_LIMIT_INTROSPECT_PER_IP: 'off',
+  RATE_LIMIT_REVOKE_PER_IP: 'off',
 };
 
 export const PASSWORD = 'correct horse battery staple';

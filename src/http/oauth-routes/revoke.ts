@@ -3,11 +3,15 @@ import type { Deps } from '../../deps.js';
 import { authenticateClient } from '../../oauth/client-auth.js';
 import { revokeToken } from '../../oauth/revocation.js';
 import { parseForm } from '../form.js';
+import { consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
 import { clientCredentials, tokenRequestForm } from './client-credentials.js';
 
 export function revokeRoutes(app: FastifyInstance, deps: Deps): void {
   // RFC 7009 §2
   app.post('/oauth/revoke', async (request, reply) => {
+    // Before any other work, as at the token endpoint: a flood from one address is refused cheaply.
+    const perAddress = consumeOAuthLimit(deps, 'revokePerIp', limitedAddress(deps, request));
+    if (perAddress) await perAddress;
     const form = parseForm(tokenRequestForm, request.body);
     const client = await authenticateClient(deps.clients, clientCredentials(request, form));
     await revokeToken(deps, client, form.token, { ip: request.ip });

@@ -42,6 +42,8 @@ interface CodeStepModel {
   userCode: string;
   message: string | null;
   link: { href: string; text: string } | null;
+  /** The message names where the request came from: the footer credits the data (CC BY 4.0). */
+  usesLocationData?: boolean;
 }
 
 function renderCodeStep(deps: Deps, request: FastifyRequest, reply: FastifyReply, page: ActivationPage, model: CodeStepModel, status = 200) {
@@ -50,7 +52,14 @@ function renderCodeStep(deps: Deps, request: FastifyRequest, reply: FastifyReply
     request,
     reply,
     'activate/code.eta',
-    { title: translatorFor(request).t('activate.title', { kind }), action: path, kind, codeMinutes: Math.round(deps.config.deviceCodeTtl / 60), ...model },
+    {
+      title: translatorFor(request).t('activate.title', { kind }),
+      action: path,
+      kind,
+      codeMinutes: Math.round(deps.config.deviceCodeTtl / 60),
+      wayBack: codeStepPath(page, model.userCode),
+      ...model,
+    },
     status,
   );
 }
@@ -87,7 +96,8 @@ function refusal(i18n: Translator, page: ActivationPage, refused: RefusedCode): 
 
 function refuseCode(deps: Deps, request: FastifyRequest, reply: FastifyReply, page: ActivationPage, typed: string, refused: RefusedCode) {
   const { status, message, link } = refusal(translatorFor(request), page, refused);
-  return renderCodeStep(deps, request, reply, page, { userCode: typed, message, link }, status);
+  const usesLocationData = refused.kind === 'refused_by_policy';
+  return renderCodeStep(deps, request, reply, page, { userCode: typed, message, link, usesLocationData }, status);
 }
 
 /** The warning each raised signal gives on the approval page, in this order. */
@@ -144,9 +154,11 @@ function renderApprovalStep(
       action: `${path}/decision`,
       kind,
       request: pending,
-      validity: { minutesLeft, until: i18n.time(pending.expiresAt) },
+      validity: { minutesLeft },
       context: contextModel(deps, i18n, pending),
       problem,
+      usesLocationData: true,
+      wayBack: codeStepPath(page, pending.userCode),
     },
     problem ? 400 : 200,
   );
@@ -284,7 +296,7 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
             request,
             reply,
             'activate/result.eta',
-            { title: i18n.t(said.heading, { kind }), message: i18n.t(said.message, { kind, app: decided.appName }), tone: said.tone, againHref: path, kind },
+            { title: i18n.t(said.heading, { kind }), message: i18n.t(said.message, { kind, app: decided.appName }), tone: said.tone, againHref: path, kind, wayBack: path },
             said.status,
           );
         },

@@ -53,12 +53,12 @@ export interface DeviceAuthorizationResponse {
  */
 const USER_CODE_ATTEMPTS = 5;
 
-export async function requestDeviceAuthorization(
-  deps: Deps,
-  client: Client,
-  input: DeviceAuthorizationInput,
-  origin: RequestOrigin,
-): Promise<DeviceAuthorizationResponse> {
+/**
+ * Whatever refuses a device authorization request for what it is (the app's grant types, its
+ * scopes, the platform fields), without the database: the route checks it before counting the
+ * request against the app's budget, so that a request refused anyway never uses that budget.
+ */
+export function checkDeviceAuthorization(client: Client, input: Omit<DeviceAuthorizationInput, 'dpopJkt'>) {
   // RFC 8628 §3.2 answers with RFC 6749 §5.2's errors: an app not registered for the grant is unauthorized_client.
   requireGrantType(client, DEVICE_CODE_GRANT);
   const scopes = grantableScopes(input.scope, client.allowedScopes);
@@ -67,6 +67,16 @@ export async function requestDeviceAuthorization(
     platform_description: validatePlatformText('platform_description', input.platform_description),
     platform_icon: validatePlatformIcon(input.platform_icon),
   };
+  return { scopes, platform };
+}
+
+export async function requestDeviceAuthorization(
+  deps: Deps,
+  client: Client,
+  input: DeviceAuthorizationInput,
+  origin: RequestOrigin,
+): Promise<DeviceAuthorizationResponse> {
+  const { scopes, platform } = checkDeviceAuthorization(client, input);
   const { config, clock } = deps;
   const deviceCode = mintOpaque(TOKEN_PREFIX.deviceCode);
   const { phrase, choices } = generatePhraseChoices();
