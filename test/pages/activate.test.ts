@@ -267,8 +267,11 @@ describe('approval step', () => {
   it('has Approve and Deny buttons; Deny works without a phrase chosen', async () => {
     const { user_code } = await startTv();
     const res = await enterCode(user_code);
-    expect(res.body).toContain('<button type="submit" name="action" value="approve">Approve</button>');
-    expect(res.body).toContain('<button type="submit" name="action" value="deny" class="danger" formnovalidate>Deny</button>');
+    // Both sides on loopback are "location unknown" (issue 27 §2), never the same network: the
+    // page warns, so Deny leads (the unwarned order: test/pages/approval-page.test.ts).
+    expect(res.body).toContain('id="phishing-warning"');
+    expect(res.body).toContain('<button type="submit" name="action" value="approve" class="secondary">Approve</button>');
+    expect(res.body).toContain('<button type="submit" name="action" value="deny" formnovalidate>Deny</button>');
   });
 });
 
