@@ -22,6 +22,8 @@ export interface Client {
   redirectUris: readonly string[];
   /** RFC 9449 §5.2 dpop_bound_access_tokens: its token requests must carry a DPoP proof. */
   requireDpop: boolean;
+  /** Whether its devices show the confirmation phrase; stock RFC 8628 clients do not, and their approval asks none. */
+  confirmationPhrase: boolean;
 }
 
 export interface ClientCredentials {
@@ -188,6 +190,7 @@ function registeredClient(row: NonNullable<Awaited<ReturnType<typeof findClient>
     grantTypes: row.grant_types,
     redirectUris: row.redirect_uris,
     requireDpop: row.require_dpop,
+    confirmationPhrase: row.confirmation_phrase,
     secretHash: row.secret_hash ? Buffer.from(row.secret_hash) : null,
     previousSecretHash: row.previous_secret_hash ? Buffer.from(row.previous_secret_hash) : null,
     previousSecretUntil: row.previous_secret_expires_at?.getTime() ?? 0,
@@ -251,6 +254,7 @@ export function publicView(client: RegisteredClient): Client {
     grantTypes: client.grantTypes,
     redirectUris: client.redirectUris,
     requireDpop: client.requireDpop,
+    confirmationPhrase: client.confirmationPhrase,
   };
 }
 

@@ -203,14 +203,15 @@ export async function findDeviceRequestByUserCode(db: Database, userCodeHmac: Ui
 }
 
 /**
- * pending -> approved when the picked phrase is the one shown on the device, denied otherwise;
+ * pending -> approved when the picked phrase is the one shown on the device (or, for a request
+ * whose device shows none, when none was picked), denied otherwise;
  * once. The WHERE clause is the whole rule: a request that was decided, redeemed or has expired
  * never changes again. Returns the new status, or undefined when this call changed nothing.
  */
 export async function approveDeviceRequest(
   db: Database,
   requestId: string,
-  approval: { userId: string; authTime: Date; pickedPhrase: string; context: string | null },
+  approval: { userId: string; authTime: Date; pickedPhrase: string | null; context: string | null },
   now: Date,
 ): Promise<'approved' | 'denied' | undefined> {
   const row = await db
@@ -218,13 +219,13 @@ export async function approveDeviceRequest(
     .set((eb) => ({
       status: eb
         .case()
-        .when('phrase', '=', approval.pickedPhrase)
+        .when('phrase', 'is not distinct from', approval.pickedPhrase)
         .then(sql.lit<DeviceRequestStatus>('approved'))
         .else(sql.lit<DeviceRequestStatus>('denied'))
         .end(),
       denied_reason: eb
         .case()
-        .when('phrase', '=', approval.pickedPhrase)
+        .when('phrase', 'is not distinct from', approval.pickedPhrase)
         .then(sql.lit<DeniedReason | null>(null))
         .else(sql.lit<DeniedReason | null>('wrong_phrase'))
         .end(),
