@@ -185,5 +185,6 @@ describe('device-auth client create|update --[no-]confirmation-phrase', () => {
     } finally {
       await target.cleanup();
     }
-  });
+    // Three real CLI processes, each opening the database: on a busy 2-core machine, many seconds.
+  }, 120_000);
 });
