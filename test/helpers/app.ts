@@ -133,6 +133,7 @@ export async function seedClient(
     grantTypes?: string[];
     redirectUris?: string[];
     dpopBoundAccessTokens?: boolean;
+    confirmationPhrase?: boolean;
   } = {},
 ) {
   const created = await createClient(t.deps.db, {
@@ -144,6 +145,7 @@ export async function seedClient(
     grant_types: options.grantTypes,
     redirect_uris: options.redirectUris,
     dpop_bound_access_tokens: options.dpopBoundAccessTokens,
+    confirmation_phrase: options.confirmationPhrase,
   });
   return { clientId: created.client_id, clientSecret: created.client_secret };
 }
