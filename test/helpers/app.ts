@@ -129,6 +129,7 @@ export async function seedClient(
     introspection?: boolean;
     grantTypes?: string[];
     redirectUris?: string[];
+    postLogoutRedirectUris?: string[];
     dpopBoundAccessTokens?: boolean;
   } = {},
 ) {
@@ -140,6 +141,7 @@ export async function seedClient(
     introspection: options.introspection,
     grant_types: options.grantTypes,
     redirect_uris: options.redirectUris,
+    post_logout_redirect_uris: options.postLogoutRedirectUris,
     dpop_bound_access_tokens: options.dpopBoundAccessTokens,
   });
   return { clientId: created.client_id, clientSecret: created.client_secret };
