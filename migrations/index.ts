@@ -21,6 +21,7 @@ import * as aChainIsAGrant from './2026-11-24T07-00-00_a_chain_is_a_grant.js';
 import * as webAppsSignInWithACode from './2026-11-24T08-00-00_web_apps_sign_in_with_a_code.js';
 import * as signingKeysRotateAndAreSealed from './2026-11-24T09-00-00_signing_keys_rotate_and_are_sealed.js';
 import * as dpopBindsTokensToAKey from './2026-11-24T09-30-00_dpop_binds_tokens_to_a_key.js';
+import * as devicesThatShowNoPhrase from './2026-11-26T01-00-00_devices_that_show_no_phrase.js';
 import * as appsRegisterWhereSignOutReturns from './2026-11-26T09-00-00_apps_register_where_sign_out_returns.js';
 
 /**
@@ -50,5 +51,6 @@ export const migrations: Record<string, Migration> = {
   '2026-11-24T08-00-00_web_apps_sign_in_with_a_code': webAppsSignInWithACode,
   '2026-11-24T09-00-00_signing_keys_rotate_and_are_sealed': signingKeysRotateAndAreSealed,
   '2026-11-24T09-30-00_dpop_binds_tokens_to_a_key': dpopBindsTokensToAKey,
+  '2026-11-26T01-00-00_devices_that_show_no_phrase': devicesThatShowNoPhrase,
   '2026-11-26T09-00-00_apps_register_where_sign_out_returns': appsRegisterWhereSignOutReturns,
 };

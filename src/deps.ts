@@ -14,7 +14,7 @@ import { ClientDirectory } from './oauth/client-auth.js';
 import { CheckedProofHeaders } from './oauth/dpop.js';
 import { Housekeeping } from './oauth/housekeeping.js';
 import { describeUnavailable, isDatabaseUnavailable } from './db/unavailable.js';
-import { GeoDatabaseError, loadGeo, type Geo } from './geo/locate.js';
+import { GeoDatabaseError, geoOnFirstUse, loadGeo, type Geo } from './geo/locate.js';
 import { PlatformIcons } from './oauth/device/platform-icons.js';
 import { resolveWithSystem, type HostResolver } from './oauth/device/icon-fetch.js';
 
@@ -73,12 +73,20 @@ export async function createDeps(options: {
   clock: Clock;
   /** Test seams of the icon fetcher: a resolver that never leaves the machine, and the test server's certificate. */
   iconFetching?: { resolve?: HostResolver; extraCertificates?: readonly string[] };
+  /**
+   * When the location data is read: at start (a server, so that no request waits for it) or at
+   * its first use (the CLI, most of whose commands never use it).
+   */
+  locationData?: 'at-start' | 'on-first-use';
 }): Promise<Deps> {
   const { database, config, log, clock } = options;
-  const geo = await loadGeo({ cityDatabase: config.geoipDatabase }).catch((error: unknown) => {
-    if (error instanceof GeoDatabaseError) throw new ConfigError(`invalid configuration: GEOIP_DATABASE: ${error.message}`);
-    throw error;
-  });
+  const geo =
+    options.locationData === 'on-first-use'
+      ? geoOnFirstUse({ cityDatabase: config.geoipDatabase })
+      : await loadGeo({ cityDatabase: config.geoipDatabase }).catch((error: unknown) => {
+          if (error instanceof GeoDatabaseError) throw new ConfigError(`invalid configuration: GEOIP_DATABASE: ${error.message}`);
+          throw error;
+        });
   const sealer = loadSealer(config, log);
   // Every secret goes through ensureServerSecret, which seals it: the database never holds one in the clear.
   const secret = (name: string) => ensureServerSecret(database.db, sealer, name, randomBytes(32));

@@ -30,6 +30,8 @@ export interface ClientsTable {
   post_logout_redirect_uris: Generated<string[]>;
   /** RFC 9449 §5.2 dpop_bound_access_tokens: tokens only with a DPoP proof. */
   require_dpop: Generated<boolean>;
+  /** Whether its devices show the confirmation phrase (stock RFC 8628 clients do not). */
+  confirmation_phrase: Generated<boolean>;
   created_at: DefaultedTimestamp;
   disabled_at: Timestamp | null;
 }
@@ -113,8 +115,9 @@ export interface DeviceRequestsTable {
   platform_icon: string | null;
   /** The icon once the server has fetched and stored it (platform_icons); null until then, or for good when the fetch failed. */
   platform_icon_sha256: Generated<Uint8Array | null>;
-  phrase: string;
-  phrase_choices: string[];
+  /** The phrase the device shows and the choices the approval page offers; both null when its app's devices show none. */
+  phrase: string | null;
+  phrase_choices: string[] | null;
   status: ColumnType<DeviceRequestStatus, DeviceRequestStatus | undefined, DeviceRequestStatus>;
   denied_reason: DeniedReason | null;
   interval_seconds: number;

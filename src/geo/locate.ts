@@ -1,6 +1,7 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { open as openMaxMindDb, type CityResponse, type Reader, type Response } from 'maxmind';
+import { open as openMaxMindDb, Reader, type CityResponse, type Response } from 'maxmind';
 import { AsnTable } from './asn-table.js';
 import { HOSTING_NETWORKS } from './hosting-networks.js';
 import { classify, parseAddress, type AddressKind } from './ip-address.js';
@@ -79,15 +80,42 @@ function loadShippedData(): Promise<ShippedData> {
   return shipped;
 }
 
+/** loadShippedData, read synchronously (for geoOnFirstUse); shares the one copy either way. */
+function loadShippedDataSync(): ShippedData {
+  const data = {
+    countries: new Reader<Response>(readFileSync(require.resolve(COUNTRY_DATABASE))),
+    asns: AsnTable.fromCsv(readFileSync(require.resolve(ASN_IPV4_CSV)), readFileSync(require.resolve(ASN_IPV6_CSV))),
+  };
+  shipped ??= Promise.resolve(data);
+  return data;
+}
+
+function unreadableCityDatabase(path: string, error: unknown): GeoDatabaseError {
+  const code = (error as NodeJS.ErrnoException).code;
+  return new GeoDatabaseError(code ? `cannot read ${path} (${code})` : `${path} is not a MaxMind DB file`);
+}
+
 async function openCityDatabase(path: string): Promise<Reader<CityResponse>> {
   let reader: Reader<CityResponse>;
   try {
     reader = await openMaxMindDb<CityResponse>(path);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const reason = code ? `cannot read ${path} (${code})` : `${path} is not a MaxMind DB file`;
-    throw new GeoDatabaseError(reason);
+    throw unreadableCityDatabase(path, error);
   }
+  return checkCityDatabase(path, reader);
+}
+
+function openCityDatabaseSync(path: string): Reader<CityResponse> {
+  let reader: Reader<CityResponse>;
+  try {
+    reader = new Reader<CityResponse>(readFileSync(path));
+  } catch (error) {
+    throw unreadableCityDatabase(path, error);
+  }
+  return checkCityDatabase(path, reader);
+}
+
+function checkCityDatabase(path: string, reader: Reader<CityResponse>): Reader<CityResponse> {
   const type: unknown = reader.metadata.databaseType;
   if (typeof type !== 'string') throw new GeoDatabaseError(`${path} is not a MaxMind DB file`);
   // GeoIP2/GeoLite2 City, GeoIP2 Enterprise and DB-IP's City Lite all carry city names.
@@ -133,7 +161,25 @@ export async function loadGeo(options: { cityDatabase?: string | undefined }): P
     loadShippedData(),
     options.cityDatabase === undefined ? null : openCityDatabase(options.cityDatabase),
   ]);
-  const { countries, asns } = data;
+  return locator(data, city);
+}
+
+/**
+ * loadGeo, but the data is read (synchronously) at the first locate(): for the CLI, most of whose
+ * commands never locate anything and should not pay a few hundred milliseconds for it. A City
+ * database that cannot be used throws GeoDatabaseError at that first locate().
+ */
+export function geoOnFirstUse(options: { cityDatabase?: string | undefined }): Geo {
+  let geo: Geo | null = null;
+  return {
+    locate(given: string): Place {
+      geo ??= locator(loadShippedDataSync(), options.cityDatabase === undefined ? null : openCityDatabaseSync(options.cityDatabase));
+      return geo.locate(given);
+    },
+  };
+}
+
+function locator({ countries, asns }: ShippedData, city: Reader<CityResponse> | null): Geo {
   return {
     locate(given: string): Place {
       const parsed = parseAddress(given);

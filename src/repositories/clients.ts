@@ -31,6 +31,7 @@ export async function listClients(db: Database, page: { after?: string | undefin
       'redirect_uris',
       'post_logout_redirect_uris',
       'require_dpop',
+      'confirmation_phrase',
       'created_at',
       'disabled_at',
     ])
@@ -52,6 +53,7 @@ export async function updateClientFields(
     redirect_uris?: string[];
     post_logout_redirect_uris?: string[];
     require_dpop?: boolean;
+    confirmation_phrase?: boolean;
   },
 ) {
   return db.updateTable('clients').set(fields).where('client_id', '=', clientId).returningAll().executeTakeFirst();

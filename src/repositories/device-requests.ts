@@ -69,7 +69,11 @@ export interface PollOutcome {
 /**
  * One UPDATE per poll: records the poll time and applies the slow_down rule (RFC 8628 §3.5), and
  * returns what the answer must be. A poll sooner than the current interval after the previous one
- * (or after issue) grows the interval by 5 seconds.
+ * (or after issue) grows the interval by 5 seconds, less a tolerance: both times are when the
+ * server received the poll, and a device that waits exactly `interval` between sends must not
+ * lose to a few milliseconds of network or scheduling jitter. The tolerance is the larger of 10 %
+ * of the interval and 500 ms (POLL_TOLERANCE), so at 2 s a poll 1.5 s after the previous one is on
+ * time and one 0.5 s after it is slow_down.
  *
  * A request bound to a DPoP key matches only a poll that proved that key: any other changes
  * nothing (no interval grows for a poll its device did not make) and returns no row.
@@ -84,8 +88,13 @@ export interface PollOutcome {
  * elsewhere with a synchronous commit: the approval, and the redemption that issues the tokens.
  */
 // The time is one parameter, named once (this_call.at), rather than one per use.
+/** How early a poll may come: the larger of this fraction of the interval and this many seconds. */
+export const POLL_TOLERANCE = { fraction: 0.1, minimumSeconds: 0.5 } as const;
+
+// interval − max(fraction × interval, minimum) = least((1 − fraction) × interval, interval − minimum)
 const tooSoon = sql<boolean>`d.status = 'pending'
-  AND this_call.at < coalesce(d.last_polled_at, d.created_at) + make_interval(secs => d.interval_seconds)`;
+  AND this_call.at < coalesce(d.last_polled_at, d.created_at) + make_interval(secs => least(
+    d.interval_seconds * ${sql.lit(1 - POLL_TOLERANCE.fraction)}, d.interval_seconds - ${sql.lit(POLL_TOLERANCE.minimumSeconds)})::double precision)`;
 
 const recordDevicePollStatement = compiledOnce<PollOutcome, { deviceCodeHash: Uint8Array; clientId: string; dpopJkt: string | null; now: Date }>(
   (p) => sql`
@@ -194,14 +203,15 @@ export async function findDeviceRequestByUserCode(db: Database, userCodeHmac: Ui
 }
 
 /**
- * pending -> approved when the picked phrase is the one shown on the device, denied otherwise;
+ * pending -> approved when the picked phrase is the one shown on the device (or, for a request
+ * whose device shows none, when none was picked), denied otherwise;
  * once. The WHERE clause is the whole rule: a request that was decided, redeemed or has expired
  * never changes again. Returns the new status, or undefined when this call changed nothing.
  */
 export async function approveDeviceRequest(
   db: Database,
   requestId: string,
-  approval: { userId: string; authTime: Date; pickedPhrase: string; context: string | null },
+  approval: { userId: string; authTime: Date; pickedPhrase: string | null; context: string | null },
   now: Date,
 ): Promise<'approved' | 'denied' | undefined> {
   const row = await db
@@ -209,13 +219,13 @@ export async function approveDeviceRequest(
     .set((eb) => ({
       status: eb
         .case()
-        .when('phrase', '=', approval.pickedPhrase)
+        .when('phrase', 'is not distinct from', approval.pickedPhrase)
         .then(sql.lit<DeviceRequestStatus>('approved'))
         .else(sql.lit<DeviceRequestStatus>('denied'))
         .end(),
       denied_reason: eb
         .case()
-        .when('phrase', '=', approval.pickedPhrase)
+        .when('phrase', 'is not distinct from', approval.pickedPhrase)
         .then(sql.lit<DeniedReason | null>(null))
         .else(sql.lit<DeniedReason | null>('wrong_phrase'))
         .end(),

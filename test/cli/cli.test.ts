@@ -46,6 +46,7 @@ describe('device-auth CLI (JSON on stdout, errors on stderr with a non-zero exit
       redirect_uris: [],
       post_logout_redirect_uris: [],
       dpop_bound_access_tokens: false,
+      confirmation_phrase: true,
     });
 
     const conf = await cli('client', 'create', '--name', 'Chat Bot', '--kind', 'bot', '--type', 'confidential', '--scope', 'openid offline_access');

@@ -131,6 +131,7 @@ export async function seedClient(
     redirectUris?: string[];
     postLogoutRedirectUris?: string[];
     dpopBoundAccessTokens?: boolean;
+    confirmationPhrase?: boolean;
   } = {},
 ) {
   const created = await createClient(t.deps.db, {
@@ -143,6 +144,7 @@ export async function seedClient(
     redirect_uris: options.redirectUris,
     post_logout_redirect_uris: options.postLogoutRedirectUris,
     dpop_bound_access_tokens: options.dpopBoundAccessTokens,
+    confirmation_phrase: options.confirmationPhrase,
   });
   return { clientId: created.client_id, clientSecret: created.client_secret };
 }

@@ -253,7 +253,7 @@ describe('approval step', () => {
     expect(phraseChoices(first.body)).toHaveLength(3);
     expect(phraseChoices(first.body)).toContain(confirmation_phrase);
     expect(first.body).toMatch(/<fieldset class="phrases">\s*<legend>Which phrase does your device show\?<\/legend>/);
-    stored.phrase_choices.forEach((phrase, index) => {
+    stored.phrase_choices!.forEach((phrase, index) => {
       expect(first.body).toContain(
         `<label class="phrase" for="phrase-${index}"><input type="radio" id="phrase-${index}" name="phrase" value="${phrase}" required> ${phrase}</label>`,
       );

@@ -32,6 +32,7 @@ export const clientView = z.object({
   redirect_uris: z.array(z.string()).describe('exact URLs the authorization endpoint may redirect to'),
   post_logout_redirect_uris: z.array(z.string()).describe('exact URLs the end-session endpoint may send the browser back to (RP-Initiated Logout)'),
   dpop_bound_access_tokens: z.boolean().describe('RFC 9449 §5.2: its token requests must carry a DPoP proof'),
+  confirmation_phrase: z.boolean().describe('whether its devices show the confirmation phrase, so that the approval page asks for it'),
   created_at: z.string(),
   disabled: z.boolean(),
 });
@@ -44,6 +45,7 @@ export const createdClient = z.object({
   redirect_uris: z.array(z.string()),
   post_logout_redirect_uris: z.array(z.string()),
   dpop_bound_access_tokens: z.boolean(),
+  confirmation_phrase: z.boolean(),
 });
 
 export const rotatedSecret = z.object({
@@ -104,6 +106,8 @@ const purgedCounts = z.object({
   platformIcons: z.number(),
 });
 export const purged = purgedCounts;
+
+export const serverInfo = z.object({ issuer: z.string(), version: z.string() });
 
 export const housekeepingHealth = z.object({
   scheduled: z.boolean(),

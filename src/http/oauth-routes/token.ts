@@ -27,7 +27,7 @@ export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
     if (perAddress) await perAddress;
     const form = parseForm(tokenForm, request.body);
     // The grant types' handlers refuse a disabled app in the same statement that does their work.
-    const client = await identifyClient(deps.clients, clientCredentials(request, form, { secretInBody: true }));
+    const client = await identifyClient(deps.clients, clientCredentials(request, form));
     const perApp = consumeOAuthLimit(deps, 'tokenPerClient', client.clientId);
     if (perApp) await perApp;
     const grantType = grantTypes.get(form.grant_type);

@@ -154,11 +154,9 @@ const decisionForm = z.object({
   in_front_of_me: z.literal('yes').optional(),
 });
 
-function decisionChoice(form: z.output<typeof decisionForm>, page: ActivationPage): DecisionChoice {
+function decisionChoice(form: z.output<typeof decisionForm>): DecisionChoice {
   if (form.action === 'deny') return { action: 'deny' };
-  // Browsers enforce the required radio; only a hand-made request gets here without one.
-  if (!form.phrase) throw new PageError(400, 'error.choose_phrase', 'error.choose_phrase_message', { kind: PAGES[page].kind });
-  return { action: 'approve', phrase: form.phrase, inFrontOfMe: form.in_front_of_me === 'yes' };
+  return { action: 'approve', phrase: form.phrase || null, inFrontOfMe: form.in_front_of_me === 'yes' };
 }
 
 type Resolution<T> = { kind: 'refused'; refusal: RefusedCode } | { kind: 'resolved'; value: T };
@@ -240,7 +238,7 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
       const user = request.session?.user;
       if (!user) return reply.redirect(signInUrl(codeStepPath(page, form.user_code)), 303);
       const shown = { userCode: form.user_code, handle: form.request_handle };
-      const choice = decisionChoice(form, page);
+      const choice = decisionChoice(form);
       return resolveWithinGuessLimit(
         deps,
         request,
@@ -255,6 +253,8 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
         },
         (decided) => {
           if (decided.kind === 'refused') return refuseCode(deps, request, reply, page, form.user_code, decided.refusal);
+          // Browsers enforce the required radio; only a hand-made request gets here without one.
+          if (decided.kind === 'needs_phrase') throw new PageError(400, 'error.choose_phrase', 'error.choose_phrase_message', { kind: PAGES[page].kind });
           if (decided.kind === 'needs_confirmation') {
             const problem = translatorFor(request).t('approve.tick_to_approve', { kind: PAGES[page].kind });
             return renderApprovalStep(deps, request, reply, page, decided.request, problem);

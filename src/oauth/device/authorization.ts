@@ -36,14 +36,18 @@ export interface DeviceAuthorizationInput {
   dpopJkt: string | null;
 }
 
-/** RFC 8628 §3.2, plus the confirmation phrase the device must display. */
-export interface DeviceAuthorizationResponse {
+/** RFC 8628 §3.2: the answer to an app whose devices show no confirmation phrase. */
+export interface StandardDeviceAuthorizationResponse {
   device_code: string;
   user_code: string;
   verification_uri: string;
   verification_uri_complete: string;
   expires_in: number;
   interval: number;
+}
+
+/** RFC 8628 §3.2, plus the confirmation phrase the device must display (the default). */
+export interface DeviceAuthorizationResponse extends StandardDeviceAuthorizationResponse {
   confirmation_phrase: string;
 }
 
@@ -58,7 +62,7 @@ export async function requestDeviceAuthorization(
   client: Client,
   input: DeviceAuthorizationInput,
   origin: RequestOrigin,
-): Promise<DeviceAuthorizationResponse> {
+): Promise<DeviceAuthorizationResponse | StandardDeviceAuthorizationResponse> {
   // RFC 8628 §3.2 answers with RFC 6749 §5.2's errors: an app not registered for the grant is unauthorized_client.
   requireGrantType(client, DEVICE_CODE_GRANT);
   const scopes = grantableScopes(input.scope, client.allowedScopes);
@@ -69,7 +73,7 @@ export async function requestDeviceAuthorization(
   };
   const { config, clock } = deps;
   const deviceCode = mintOpaque(TOKEN_PREFIX.deviceCode);
-  const { phrase, choices } = generatePhraseChoices();
+  const { phrase, choices } = client.confirmationPhrase ? generatePhraseChoices() : { phrase: null, choices: null };
   const now = clock.now();
 
   for (let attempt = 0; attempt < USER_CODE_ATTEMPTS; attempt++) {
@@ -106,7 +110,7 @@ export async function requestDeviceAuthorization(
       verification_uri_complete: `${verificationUri}?user_code=${userCode}`,
       expires_in: config.deviceCodeTtl,
       interval: config.devicePollInterval,
-      confirmation_phrase: phrase,
+      ...(phrase === null ? {} : { confirmation_phrase: phrase }),
     };
   }
   throw new Error('could not allocate a unique user code');
