@@ -67,11 +67,14 @@ const PAGE_FORMS: Record<string, () => Record<string, string>> = {
   '/activate/bot/decision': () => ({ user_code: 'BCDF-GHJK', request_handle: 'AAAAAAAAAAAAAAAAAAAAAA', action: 'deny' }),
   '/account/devices/sign-out': () => ({ grant_id: PENDING_REQUEST }),
   '/account/apps/remove': () => ({ client_id: tv.clientId }),
+  '/logout': () => ({ client_id: tv.clientId, post_logout_redirect_uri: 'https://tv.example/bye', state: 's', ui_locales: 'de' }),
+  '/logout/confirm': () => ({ client_id: tv.clientId, post_logout_redirect_uri: 'https://tv.example/bye', state: 's', ui_locales: 'de' }),
 };
 const GET_QUERIES: Record<string, string[]> = {
   '/activate': ['user_code'],
   '/activate/bot': ['user_code'],
   '/signin': ['return_to'],
+  '/logout': ['id_token_hint', 'client_id', 'post_logout_redirect_uri', 'state', 'ui_locales'],
   '/account/devices': ['signed_out'],
   '/account/apps': ['removed'],
   '/oauth/userinfo': ['schema'],
