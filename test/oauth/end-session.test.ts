@@ -281,15 +281,24 @@ describe('refusals: a 400 page, nobody redirected, nobody signed out', () => {
   it('a huge hint or state is a 400 page before any work, by GET or POST', async () => {
     const user = await seedUser(t);
     const browser = await signedInBrowser(t, user);
-    for (const parameters of [{ id_token_hint: `${'a'.repeat(3000)}.${'b'.repeat(1500)}.c` }, { state: 's'.repeat(600) }]) {
+    for (const [parameters, words] of [
+      [{ id_token_hint: `${'a'.repeat(3000)}.${'b'.repeat(1500)}.c` }, 'did not issue or cannot check'],
+      [{ state: 's'.repeat(600) }, 'could not be read'],
+    ] as const) {
       const get = await browser.get(logoutUrl(parameters));
       expect(get.statusCode).toBe(400);
-      expect(get.body).toContain('could not be read');
+      expect(get.body).toContain(words);
+      // By POST: refused at once, or (a hint is checked in one place) on the GET it continues as.
       const post = await t.app.inject({ method: 'POST', url: '/logout', headers: FORM, payload: form(parameters) });
-      expect(post.statusCode).toBe(400);
+      const answer = post.statusCode === 303 ? await browser.follow(post) : post;
+      expect(answer.statusCode).toBe(400);
+      expect(answer.body).toContain(words);
     }
-    // Past the bound of any request line: refused by the server as a whole.
+    // Past the bound of any request line: refused by the server as a whole; by POST, a 400 page, not a 414 redirect.
     expect((await browser.get(logoutUrl({ id_token_hint: 'a'.repeat(10_000) }))).statusCode).toBe(414);
+    const long = await t.app.inject({ method: 'POST', url: '/logout', headers: FORM, payload: form({ id_token_hint: 'a'.repeat(10_000) }) });
+    expect(long.statusCode).toBe(400);
+    expect(long.body).toContain('the request is too long');
     expect(await sessionRows(user.userId)).toBe(1);
   });
 

@@ -6,7 +6,6 @@ import { MAX_STATE_LENGTH } from '../../oauth/authorize/request.js';
 import { CLIENT_ID_SYNTAX } from '../../oauth/client-auth.js';
 import { checkEndSessionRequest, END_SESSION_PARAMETER_NAMES, END_SESSION_PATH, type EndSessionParameters } from '../../oauth/end-session.js';
 import { PageError } from '../../oauth/errors.js';
-import { MAX_ID_TOKEN_HINT_LENGTH } from '../../oauth/id-token.js';
 import { storedText } from '../../lib/stored-text.js';
 import { parsePageForm } from '../form.js';
 import { translatorFor } from '../page-language.js';
@@ -18,9 +17,10 @@ import { renderPage } from './render.js';
 /** BCP 47 tags, space-separated (OIDC Core §3.1.2.1 ui_locales); a few are plenty. */
 const UI_LOCALES = /^[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*( [A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*){0,9}$/;
 
-// Bounded before anything is looked at: a huge hint or state is a 400 page, never work.
+// Bounded before anything is looked at: a huge state is a 400 page, never work. A hint over
+// MAX_ID_TOKEN_HINT_LENGTH is refused by verifyIdTokenHint before any parsing, with the bad-hint page.
 const endSessionParameters = z.object({
-  id_token_hint: storedText.max(MAX_ID_TOKEN_HINT_LENGTH).optional(),
+  id_token_hint: storedText.optional(),
   client_id: z.string().regex(CLIENT_ID_SYNTAX, 'not a client id').optional(),
   post_logout_redirect_uri: storedText.max(2000).optional(),
   state: storedText.max(MAX_STATE_LENGTH).optional(),
