@@ -22,6 +22,7 @@ import { registerStrictInput, strictQueryParser } from './http/plugins/strict-in
 import { registerCsrfCheck } from './http/plugins/csrf.js';
 import { registerSessions } from './http/plugins/session.js';
 import { authorizeRoutes } from './http/page-routes/authorize.js';
+import { endSessionFormRoute, endSessionRoutes } from './http/page-routes/end-session.js';
 import { accountRoutes } from './http/page-routes/account.js';
 import { activateRoutes } from './http/page-routes/activate.js';
 import { homeRoutes } from './http/page-routes/home.js';
@@ -122,6 +123,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   revokeRoutes(app, deps);
   introspectRoutes(app, deps);
   userinfoRoutes(app, deps);
+  endSessionFormRoute(app);
 
   // Pages get browser sessions and the CSRF check; OAuth endpoints never see a cookie.
   await app.register(async (pages) => {
@@ -134,6 +136,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     activateRoutes(pages, deps);
     accountRoutes(pages, deps);
     authorizeRoutes(pages, deps);
+    endSessionRoutes(pages, deps);
   });
 
   return app;

@@ -68,11 +68,14 @@ const PAGE_FORMS: Record<string, () => Record<string, string>> = {
   '/account/devices/sign-out': () => ({ grant_id: PENDING_REQUEST }),
   '/account/devices/cancel': () => ({ request_id: '1' }),
   '/account/apps/remove': () => ({ client_id: tv.clientId }),
+  '/logout': () => ({ client_id: tv.clientId, post_logout_redirect_uri: 'https://tv.example/bye', state: 's', ui_locales: 'de' }),
+  '/logout/confirm': () => ({ client_id: tv.clientId, post_logout_redirect_uri: 'https://tv.example/bye', state: 's', ui_locales: 'de' }),
 };
 const GET_QUERIES: Record<string, string[]> = {
   '/activate': ['user_code'],
   '/activate/bot': ['user_code'],
   '/signin': ['return_to'],
+  '/logout': ['id_token_hint', 'client_id', 'post_logout_redirect_uri', 'state', 'ui_locales'],
   '/account/devices': ['signed_out', 'cancelled'],
   '/account/apps': ['removed'],
   '/oauth/userinfo': ['schema'],

@@ -28,8 +28,8 @@ const USAGE = `usage: device-auth <command>
 
   migrate                       apply the schema's migrations (a server migrates at start)
   client create --name NAME --kind tv|bot|web --type public|confidential [--scope "openid profile email offline_access"]
-                [--no-introspection] [--grant-types "device_code refresh_token"] [--redirect-uri URL ...] [--dpop]
-                [--no-confirmation-phrase]
+                [--no-introspection] [--grant-types "device_code refresh_token"] [--redirect-uri URL ...]
+                [--post-logout-redirect-uri URL ...] [--dpop] [--no-confirmation-phrase]
                                 --dpop: tokens only with a DPoP proof (RFC 9449 dpop_bound_access_tokens).
                                 --no-confirmation-phrase: its devices show no confirmation phrase (stock
                                 RFC 8628 clients such as oidc-agent); the approval page then asks none.
@@ -38,12 +38,16 @@ const USAGE = `usage: device-auth <command>
                                 to what the kind always could: tv and bot "device_code refresh_token"
                                 (refresh_token: it gets refresh tokens), web "device_code". A web app
                                 that signs users in on the web adds authorization_code, which needs a
-                                redirect URI: https, or http on 127.0.0.1 or [::1], matched exactly
+                                redirect URI: https, or http on 127.0.0.1 or [::1], matched exactly.
+                                --post-logout-redirect-uri: where the end-session endpoint may send the
+                                browser back after sign-out (same rules). Either kind of URI without
+                                authorization_code among the grant types is refused
   client list [--limit N] [--after CLIENT_ID]
                                 one JSON line per client, in client_id order; the next page starts --after the last
   client show CLIENT_ID
   client update CLIENT_ID [--name NAME] [--scope "SCOPES"] [--introspection | --no-introspection]
-                [--grant-types "GRANTS"] [--redirect-uri URL ... | --no-redirect-uris] [--dpop | --no-dpop]
+                [--grant-types "GRANTS"] [--redirect-uri URL ... | --no-redirect-uris]
+                [--post-logout-redirect-uri URL ... | --no-post-logout-redirect-uris] [--dpop | --no-dpop]
                 [--confirmation-phrase | --no-confirmation-phrase]
                                 new requests are held to the new registration at once; issued tokens keep their scopes
   client rotate-secret CLIENT_ID [--grace SECONDS]
@@ -294,6 +298,7 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       'no-introspection': { type: 'boolean' },
       'grant-types': { type: 'string' },
       'redirect-uri': { type: 'string', multiple: true },
+      'post-logout-redirect-uri': { type: 'string', multiple: true },
       dpop: { type: 'boolean' },
       'confirmation-phrase': { type: 'boolean' },
       'no-confirmation-phrase': { type: 'boolean' },
@@ -308,6 +313,7 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       ...(values['no-introspection'] && { introspection: false }),
       ...(values['grant-types'] !== undefined && { grant_types: await grantTypeList(values['grant-types']) }),
       ...(values['redirect-uri'] !== undefined && { redirect_uris: values['redirect-uri'] }),
+      ...(values['post-logout-redirect-uri'] !== undefined && { post_logout_redirect_uris: values['post-logout-redirect-uri'] }),
       ...(values.dpop && { dpop_bound_access_tokens: true }),
       ...(confirmationPhrase !== undefined && { confirmation_phrase: confirmationPhrase }),
     };
@@ -327,6 +333,8 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       'grant-types': { type: 'string' },
       'redirect-uri': { type: 'string', multiple: true },
       'no-redirect-uris': { type: 'boolean' },
+      'post-logout-redirect-uri': { type: 'string', multiple: true },
+      'no-post-logout-redirect-uris': { type: 'boolean' },
       dpop: { type: 'boolean' },
       'no-dpop': { type: 'boolean' },
       'confirmation-phrase': { type: 'boolean' },
@@ -335,6 +343,9 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
     const clientId = onePositional(positionals, 'CLIENT_ID');
     if (values.introspection && values['no-introspection']) throw new UsageError('give --introspection or --no-introspection, not both');
     if (values['redirect-uri'] && values['no-redirect-uris']) throw new UsageError('give --redirect-uri or --no-redirect-uris, not both');
+    if (values['post-logout-redirect-uri'] && values['no-post-logout-redirect-uris']) {
+      throw new UsageError('give --post-logout-redirect-uri or --no-post-logout-redirect-uris, not both');
+    }
     if (values.dpop && values['no-dpop']) throw new UsageError('give --dpop or --no-dpop, not both');
     const confirmationPhrase = phraseSetting(values);
     const changes = {
@@ -345,12 +356,16 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       ...(values['grant-types'] !== undefined && { grant_types: await grantTypeList(values['grant-types']) }),
       ...(values['redirect-uri'] !== undefined && { redirect_uris: values['redirect-uri'] }),
       ...(values['no-redirect-uris'] && { redirect_uris: [] }),
+      ...(values['post-logout-redirect-uri'] !== undefined && { post_logout_redirect_uris: values['post-logout-redirect-uri'] }),
+      ...(values['no-post-logout-redirect-uris'] && { post_logout_redirect_uris: [] }),
       ...(values.dpop && { dpop_bound_access_tokens: true }),
       ...(values['no-dpop'] && { dpop_bound_access_tokens: false }),
       ...(confirmationPhrase !== undefined && { confirmation_phrase: confirmationPhrase }),
     };
     if (Object.keys(changes).length === 0) {
-      throw new UsageError('nothing to change: give --name, --scope, --introspection, --no-introspection, --grant-types, --redirect-uri, --no-redirect-uris, --dpop, --no-dpop, --confirmation-phrase or --no-confirmation-phrase');
+      throw new UsageError(
+        'nothing to change: give --name, --scope, --introspection, --no-introspection, --grant-types, --redirect-uri, --no-redirect-uris, --post-logout-redirect-uri, --no-post-logout-redirect-uris, --dpop, --no-dpop, --confirmation-phrase or --no-confirmation-phrase',
+      );
     }
     return withAdmin((admin) => call(admin, 'PATCH', `/admin/clients/${segment(clientId)}`, changes, { notFound: noClient(clientId) }));
   }

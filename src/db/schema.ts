@@ -26,6 +26,8 @@ export interface ClientsTable {
   grant_types: Generated<string[]>;
   /** Exact URLs the authorization endpoint may redirect to. */
   redirect_uris: Generated<string[]>;
+  /** OpenID Connect RP-Initiated Logout 1.0: exact URLs the end-session endpoint may send a browser back to. */
+  post_logout_redirect_uris: Generated<string[]>;
   /** RFC 9449 §5.2 dpop_bound_access_tokens: tokens only with a DPoP proof. */
   require_dpop: Generated<boolean>;
   /** Whether its devices show the confirmation phrase (stock RFC 8628 clients do not). */

@@ -20,6 +20,8 @@ export interface Client {
   /** RFC 7591 §2: the grant types it is registered for; refresh_token among them means it gets refresh tokens. */
   grantTypes: readonly string[];
   redirectUris: readonly string[];
+  /** OpenID Connect RP-Initiated Logout 1.0 §3.1: where the end-session endpoint may send the browser back. */
+  postLogoutRedirectUris: readonly string[];
   /** RFC 9449 §5.2 dpop_bound_access_tokens: its token requests must carry a DPoP proof. */
   requireDpop: boolean;
   /** Whether its devices show the confirmation phrase; stock RFC 8628 clients do not, and their approval asks none. */
@@ -189,6 +191,7 @@ function registeredClient(row: NonNullable<Awaited<ReturnType<typeof findClient>
     mayIntrospect: row.introspection_allowed,
     grantTypes: row.grant_types,
     redirectUris: row.redirect_uris,
+    postLogoutRedirectUris: row.post_logout_redirect_uris,
     requireDpop: row.require_dpop,
     confirmationPhrase: row.confirmation_phrase,
     secretHash: row.secret_hash ? Buffer.from(row.secret_hash) : null,
@@ -253,6 +256,7 @@ export function publicView(client: RegisteredClient): Client {
     mayIntrospect: client.mayIntrospect,
     grantTypes: client.grantTypes,
     redirectUris: client.redirectUris,
+    postLogoutRedirectUris: client.postLogoutRedirectUris,
     requireDpop: client.requireDpop,
     confirmationPhrase: client.confirmationPhrase,
   };

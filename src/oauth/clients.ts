@@ -59,10 +59,21 @@ export const redirectUri = storedText.max(2000).superRefine((text, context) => {
 const redirectUris = z.array(redirectUri).max(10);
 
 const REDIRECT_URIS_NEEDED = 'the authorization_code grant needs at least one redirect URI';
+const CODE_GRANT_NEEDED =
+  'redirect URIs and post-logout redirect URIs are used only by web sign-in (the authorization_code grant), which this app is not registered for: ' +
+  'add authorization_code to grant_types (CLI: --grant-types "authorization_code refresh_token"), or register no such URIs';
 
-/** OAuth 2.1 §2.3: an app that receives codes has registered where they may be sent. */
-function hasRedirectUrisFor(grants: readonly string[], redirects: readonly string[]): boolean {
-  return !grants.includes(AUTHORIZATION_CODE_GRANT) || redirects.length > 0;
+/**
+ * OAuth 2.1 §2.3: an app that receives codes has registered where they may be sent; and an app
+ * that never receives codes has no use for a redirect URI or a post-logout one (a browser comes
+ * back to it only after web sign-in), so registering one is refused rather than kept silently.
+ * The grant is never added behind the operator's back: the refusal says what to change.
+ */
+function registrationProblem(grants: readonly string[], redirects: readonly string[], postLogout: readonly string[]): string | null {
+  const codeFlow = grants.includes(AUTHORIZATION_CODE_GRANT);
+  if (codeFlow && redirects.length === 0) return REDIRECT_URIS_NEEDED;
+  if (!codeFlow && (redirects.length > 0 || postLogout.length > 0)) return CODE_GRANT_NEEDED;
+  return null;
 }
 
 export const newClientSchema = z
@@ -76,6 +87,8 @@ export const newClientSchema = z
     /** RFC 7591 §2. Defaults to what its kind could always do (defaultGrantTypes). */
     grant_types: grantTypes.optional(),
     redirect_uris: redirectUris.default([]),
+    /** OpenID Connect RP-Initiated Logout 1.0 §3.1, matched exactly like redirect_uris. */
+    post_logout_redirect_uris: redirectUris.default([]),
     /** RFC 9449 §5.2: tokens only with a DPoP proof. */
     dpop_bound_access_tokens: z.boolean().default(false),
     /** Whether its devices show the confirmation phrase; stock RFC 8628 clients (oidc-agent) do not. */
@@ -85,9 +98,9 @@ export const newClientSchema = z
     message: 'only a confidential web app can be a resource server that introspects tokens',
     path: ['introspection'],
   })
-  .refine((client) => hasRedirectUrisFor(client.grant_types ?? [], client.redirect_uris), {
-    message: REDIRECT_URIS_NEEDED,
-    path: ['redirect_uris'],
+  .superRefine((client, context) => {
+    const problem = registrationProblem(client.grant_types ?? defaultGrantTypes(client.kind), client.redirect_uris, client.post_logout_redirect_uris);
+    if (problem !== null) context.addIssue({ code: 'custom', message: problem, path: ['redirect_uris'] });
   });
 
 
@@ -104,6 +117,7 @@ export interface CreatedClient {
   introspection: boolean;
   grant_types: string[];
   redirect_uris: string[];
+  post_logout_redirect_uris: string[];
   dpop_bound_access_tokens: boolean;
   confirmation_phrase: boolean;
 }
@@ -119,6 +133,7 @@ export async function createClient(
     introspection?: boolean;
     grant_types?: string[];
     redirect_uris?: string[];
+    post_logout_redirect_uris?: string[];
     dpop_bound_access_tokens?: boolean;
     confirmation_phrase?: boolean;
   },
@@ -129,6 +144,7 @@ export async function createClient(
   const introspection = valid.introspection ?? isResourceServerShape(valid);
   const grants = [...new Set(valid.grant_types ?? defaultGrantTypes(valid.kind))];
   const redirects = [...new Set(valid.redirect_uris)];
+  const postLogout = [...new Set(valid.post_logout_redirect_uris)];
   await insertClient(db, {
     client_id: clientId,
     name: valid.name,
@@ -139,6 +155,7 @@ export async function createClient(
     introspection_allowed: introspection,
     grant_types: grants,
     redirect_uris: redirects,
+    post_logout_redirect_uris: postLogout,
     require_dpop: valid.dpop_bound_access_tokens,
     confirmation_phrase: valid.confirmation_phrase,
   });
@@ -148,6 +165,7 @@ export async function createClient(
     introspection,
     grant_types: grants,
     redirect_uris: redirects,
+    post_logout_redirect_uris: postLogout,
     dpop_bound_access_tokens: valid.dpop_bound_access_tokens,
     confirmation_phrase: valid.confirmation_phrase,
   };
@@ -163,6 +181,7 @@ export interface ClientView {
   introspection: boolean;
   grant_types: string[];
   redirect_uris: string[];
+  post_logout_redirect_uris: string[];
   dpop_bound_access_tokens: boolean;
   confirmation_phrase: boolean;
   created_at: string;
@@ -179,6 +198,7 @@ function toClientView(row: Awaited<ReturnType<typeof listClients>>[number]): Cli
     introspection: row.introspection_allowed,
     grant_types: row.grant_types,
     redirect_uris: row.redirect_uris,
+    post_logout_redirect_uris: row.post_logout_redirect_uris,
     dpop_bound_access_tokens: row.require_dpop,
     confirmation_phrase: row.confirmation_phrase,
     created_at: row.created_at.toISOString(),
@@ -202,6 +222,7 @@ export const clientChangesSchema = z
     introspection: z.boolean().optional(),
     grant_types: grantTypes.optional(),
     redirect_uris: redirectUris.optional(),
+    post_logout_redirect_uris: redirectUris.optional(),
     dpop_bound_access_tokens: z.boolean().optional(),
     confirmation_phrase: z.boolean().optional(),
   })
@@ -224,15 +245,19 @@ export async function changeClient(db: Database, clientId: string, changes: Clie
   if (valid.introspection && !isResourceServerShape(current)) {
     return { kind: 'refused', reason: 'only a confidential web app can be a resource server that introspects tokens' };
   }
-  if (!hasRedirectUrisFor(valid.grant_types ?? current.grant_types, valid.redirect_uris ?? current.redirect_uris)) {
-    return { kind: 'refused', reason: REDIRECT_URIS_NEEDED };
-  }
+  const problem = registrationProblem(
+    valid.grant_types ?? current.grant_types,
+    valid.redirect_uris ?? current.redirect_uris,
+    valid.post_logout_redirect_uris ?? current.post_logout_redirect_uris,
+  );
+  if (problem !== null) return { kind: 'refused', reason: problem };
   const row = await updateClientFields(db, clientId, {
     ...(valid.name !== undefined && { name: valid.name }),
     ...(valid.scopes !== undefined && { allowed_scopes: [...new Set(valid.scopes)] }),
     ...(valid.introspection !== undefined && { introspection_allowed: valid.introspection }),
     ...(valid.grant_types !== undefined && { grant_types: [...new Set(valid.grant_types)] }),
     ...(valid.redirect_uris !== undefined && { redirect_uris: [...new Set(valid.redirect_uris)] }),
+    ...(valid.post_logout_redirect_uris !== undefined && { post_logout_redirect_uris: [...new Set(valid.post_logout_redirect_uris)] }),
     ...(valid.dpop_bound_access_tokens !== undefined && { require_dpop: valid.dpop_bound_access_tokens }),
     ...(valid.confirmation_phrase !== undefined && { confirmation_phrase: valid.confirmation_phrase }),
   });

@@ -1,4 +1,4 @@
-import { SignJWT } from 'jose';
+import { compactVerify, createLocalJWKSet, SignJWT } from 'jose';
 import type { Deps } from '../deps.js';
 import { epochSeconds } from '../lib/clock.js';
 import { ID_TOKEN_ALG } from './keys.js';
@@ -34,4 +34,40 @@ export async function signIdToken(
     .setIssuedAt(epochSeconds(now))
     .setExpirationTime(epochSeconds(now) + deps.config.idTokenTtl)
     .sign(key.privateKey);
+}
+
+/**
+ * Far more than an ID token of ours needs (under 1.5 KiB with every claim); a longer hint is
+ * refused before any parsing, so a huge one costs nothing.
+ */
+export const MAX_ID_TOKEN_HINT_LENGTH = 4096;
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/** Who an ID token we issued names, and for which app. */
+export interface IdTokenHint {
+  subject: string;
+  clientId: string;
+}
+
+/**
+ * OpenID Connect RP-Initiated Logout 1.0 §2: an id_token_hint is an ID token this server issued,
+ * "with the OP as the issuer": its signature is checked against our published keys (those of the
+ * JWKS, so a retired key still counts until the tokens it signed have expired) and its iss must be
+ * ours. Its expiry is NOT checked: §2 allows an expired ID token as a hint, since an app often asks
+ * to sign out long after it signed in. Null when it is not such a token.
+ */
+export async function verifyIdTokenHint(deps: Pick<Deps, 'keys' | 'config'>, hint: string): Promise<IdTokenHint | null> {
+  if (hint.length > MAX_ID_TOKEN_HINT_LENGTH || !COMPACT_JWS.test(hint)) return null;
+  let claims: Record<string, unknown>;
+  try {
+    const verified = await compactVerify(hint, createLocalJWKSet(deps.keys.jwks()), { algorithms: [ID_TOKEN_ALG] });
+    claims = JSON.parse(new TextDecoder().decode(verified.payload)) as Record<string, unknown>;
+  } catch {
+    return null;
+  }
+  if (claims === null || typeof claims !== 'object' || claims.iss !== deps.config.issuer || typeof claims.sub !== 'string') return null;
+  // Ours always name one audience, as a string; an array of that one app is the same statement.
+  const audience = Array.isArray(claims.aud) && claims.aud.length === 1 ? claims.aud[0] : claims.aud;
+  if (typeof audience !== 'string') return null;
+  return { subject: claims.sub, clientId: audience };
 }

@@ -6,6 +6,9 @@ export const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 export const REFRESH_TOKEN_GRANT = 'refresh_token';
 export const AUTHORIZATION_CODE_GRANT = 'authorization_code';
 
+/** OpenID Connect RP-Initiated Logout 1.0: a page a browser is sent to, so outside /oauth/ (whose errors are JSON). */
+export const END_SESSION_PATH = '/logout';
+
 export function endpoints(issuer: string) {
   return {
     authorization_endpoint: `${issuer}/oauth/authorize`,
@@ -14,6 +17,7 @@ export function endpoints(issuer: string) {
     revocation_endpoint: `${issuer}/oauth/revoke`,
     introspection_endpoint: `${issuer}/oauth/introspect`,
     userinfo_endpoint: `${issuer}/oauth/userinfo`,
+    end_session_endpoint: `${issuer}${END_SESSION_PATH}`,
     jwks_uri: `${issuer}/.well-known/jwks.json`,
     activate: `${issuer}/activate`,
     activateBot: `${issuer}/activate/bot`,
@@ -34,6 +38,8 @@ export function serverMetadata(issuer: string) {
     revocation_endpoint: e.revocation_endpoint,
     introspection_endpoint: e.introspection_endpoint,
     userinfo_endpoint: e.userinfo_endpoint,
+    // OpenID Connect RP-Initiated Logout 1.0 §2.1
+    end_session_endpoint: e.end_session_endpoint,
     jwks_uri: e.jwks_uri,
     grant_types_supported: [AUTHORIZATION_CODE_GRANT, DEVICE_CODE_GRANT, REFRESH_TOKEN_GRANT],
     response_types_supported: ['code'],

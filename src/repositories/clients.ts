@@ -29,6 +29,7 @@ export async function listClients(db: Database, page: { after?: string | undefin
       'introspection_allowed',
       'grant_types',
       'redirect_uris',
+      'post_logout_redirect_uris',
       'require_dpop',
       'confirmation_phrase',
       'created_at',
@@ -50,6 +51,7 @@ export async function updateClientFields(
     introspection_allowed?: boolean;
     grant_types?: string[];
     redirect_uris?: string[];
+    post_logout_redirect_uris?: string[];
     require_dpop?: boolean;
     confirmation_phrase?: boolean;
   },

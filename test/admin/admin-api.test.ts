@@ -324,23 +324,83 @@ describe('events, purge and housekeeping', () => {
 });
 
 describe('what an app may do is registered (issue 21 §1)', () => {
-  it('a web app is registered with exact redirect URIs and its grant types; show and update speak of both', async () => {
+  it('a web app is registered with exact redirect URIs, post-logout redirect URIs and its grant types; show and update speak of all three', async () => {
     const created = await call('POST', '/admin/clients', {
       name: 'Shop',
       kind: 'web',
       type: 'confidential',
-      grant_types: [DEVICE_GRANT, 'refresh_token'],
+      grant_types: ['authorization_code', 'refresh_token'],
       redirect_uris: ['https://shop.example/callback', 'http://127.0.0.1:8765/cb', 'http://[::1]/cb'],
+      post_logout_redirect_uris: ['https://shop.example/signed-out'],
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
-    expect(created.body).toMatchObject({ grant_types: [DEVICE_GRANT, 'refresh_token'], redirect_uris: ['https://shop.example/callback', 'http://127.0.0.1:8765/cb', 'http://[::1]/cb'] });
+    expect(created.body).toMatchObject({
+      grant_types: ['authorization_code', 'refresh_token'],
+      redirect_uris: ['https://shop.example/callback', 'http://127.0.0.1:8765/cb', 'http://[::1]/cb'],
+      post_logout_redirect_uris: ['https://shop.example/signed-out'],
+    });
     const clientId = created.body.client_id;
-    expect((await call('GET', `/admin/clients/${clientId}`)).body).toMatchObject({ grant_types: [DEVICE_GRANT, 'refresh_token'] });
-    const changed = await call('PATCH', `/admin/clients/${clientId}`, { grant_types: [DEVICE_GRANT], redirect_uris: [] });
+    expect((await call('GET', `/admin/clients/${clientId}`)).body).toMatchObject({
+      grant_types: ['authorization_code', 'refresh_token'],
+      post_logout_redirect_uris: ['https://shop.example/signed-out'],
+    });
+    const changed = await call('PATCH', `/admin/clients/${clientId}`, { grant_types: [DEVICE_GRANT], redirect_uris: [], post_logout_redirect_uris: [] });
     expect(changed.status).toBe(200);
-    expect(changed.body).toMatchObject({ grant_types: [DEVICE_GRANT], redirect_uris: [] });
+    expect(changed.body).toMatchObject({ grant_types: [DEVICE_GRANT], redirect_uris: [], post_logout_redirect_uris: [] });
     const tv = await call('POST', '/admin/clients', { name: 'Plain TV', kind: 'tv', type: 'public' });
-    expect(tv.body).toMatchObject({ grant_types: [DEVICE_GRANT, 'refresh_token'], redirect_uris: [] });
+    expect(tv.body).toMatchObject({ grant_types: [DEVICE_GRANT, 'refresh_token'], redirect_uris: [], post_logout_redirect_uris: [] });
+  });
+
+  it('a redirect URI or post-logout redirect URI without the authorization_code grant is refused, saying to add the grant; nothing is written', async () => {
+    const before = (await call('GET', '/admin/clients?limit=100')).body.items.length;
+    for (const body of [
+      // The kind's default grant types (device_code) never use a redirect URI.
+      { redirect_uris: ['https://shop.example/callback'] },
+      { grant_types: [DEVICE_GRANT, 'refresh_token'], redirect_uris: ['https://shop.example/callback'] },
+      { grant_types: [DEVICE_GRANT], post_logout_redirect_uris: ['https://shop.example/signed-out'] },
+    ]) {
+      const res = await call('POST', '/admin/clients', { name: 'Shop', kind: 'web', type: 'confidential', ...body });
+      expect(res.status, JSON.stringify(res.body)).toBe(400);
+      expect(JSON.stringify(res.body)).toContain('add authorization_code to grant_types');
+    }
+    expect((await call('GET', '/admin/clients?limit=100')).body.items.length).toBe(before);
+
+    const web = await call('POST', '/admin/clients', {
+      name: 'Shop',
+      kind: 'web',
+      type: 'public',
+      grant_types: ['authorization_code'],
+      redirect_uris: ['https://shop.example/callback'],
+    });
+    expect(web.status).toBe(201);
+    const path = `/admin/clients/${web.body.client_id}`;
+    // Taking the grant away while its URIs stay would leave them unusable: refused, unchanged.
+    const dropped = await call('PATCH', path, { grant_types: [DEVICE_GRANT] });
+    expect(dropped.status).toBe(409);
+    expect(dropped.body.detail).toContain('add authorization_code to grant_types');
+    const device = await call('POST', '/admin/clients', { name: 'Plain TV', kind: 'tv', type: 'public' });
+    const postLogout = await call('PATCH', `/admin/clients/${device.body.client_id}`, { post_logout_redirect_uris: ['https://tv.example/bye'] });
+    expect(postLogout.status).toBe(409);
+    expect((await call('GET', path)).body).toMatchObject({ grant_types: ['authorization_code'], redirect_uris: ['https://shop.example/callback'] });
+    expect((await call('GET', `/admin/clients/${device.body.client_id}`)).body).toMatchObject({ post_logout_redirect_uris: [] });
+  });
+
+  it.each([
+    ['plain http to a host', 'http://shop.example/bye'],
+    ['a fragment', 'https://shop.example/bye#frag'],
+    ['a NUL', 'https://shop.example/b\u0000ye'],
+    ['a lone surrogate', 'https://shop.example/b\ud800ye'],
+  ])('a post-logout redirect URI with %s is refused with 400 naming the field, as a redirect URI is', async (_what, uri) => {
+    const res = await call('POST', '/admin/clients', {
+      name: 'Shop',
+      kind: 'web',
+      type: 'confidential',
+      grant_types: ['authorization_code'],
+      redirect_uris: ['https://shop.example/callback'],
+      post_logout_redirect_uris: [uri],
+    });
+    expect(res.status).toBe(400);
+    expect(res.body.errors[0].path).toContain('post_logout_redirect_uris');
   });
 
   it.each([

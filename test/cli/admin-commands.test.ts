@@ -19,20 +19,31 @@ beforeAll(async () => {
 afterAll(() => target.cleanup());
 
 describe('client and user commands through the admin API', () => {
-  it('client create and update register grant types (device_code for short) and exact redirect URIs; a bad URI is one line, exit 2', async () => {
+  it('client create and update register grant types (device_code for short), exact redirect URIs and post-logout redirect URIs; a bad URI is one line, exit 2', async () => {
     const created = await cli([
       'client', 'create', '--name', 'Shop', '--kind', 'web', '--type', 'confidential',
-      '--grant-types', 'device_code refresh_token', '--redirect-uri', 'https://shop.example/cb', '--redirect-uri', 'http://127.0.0.1:8765/cb',
+      '--grant-types', 'authorization_code refresh_token', '--redirect-uri', 'https://shop.example/cb', '--redirect-uri', 'http://127.0.0.1:8765/cb',
+      '--post-logout-redirect-uri', 'https://shop.example/bye', '--post-logout-redirect-uri', 'http://127.0.0.1:8765/bye',
     ]);
     expect(created.code, created.stderr).toBe(0);
     const shop = json(created.stdout);
     expect(shop).toMatchObject({
-      grant_types: ['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'],
+      grant_types: ['authorization_code', 'refresh_token'],
       redirect_uris: ['https://shop.example/cb', 'http://127.0.0.1:8765/cb'],
+      post_logout_redirect_uris: ['https://shop.example/bye', 'http://127.0.0.1:8765/bye'],
     });
-    const cleared = await cli(['client', 'update', shop.client_id, '--grant-types', 'device_code', '--no-redirect-uris']);
+    // Without the code grant its URIs would be unusable: refused, saying what to add.
+    const orphaned = await cli(['client', 'update', shop.client_id, '--grant-types', 'device_code']);
+    expect(orphaned.code).toBe(2);
+    expect(orphaned.stderr).toContain('add authorization_code to grant_types (CLI: --grant-types');
+    const cleared = await cli(['client', 'update', shop.client_id, '--grant-types', 'device_code', '--no-redirect-uris', '--no-post-logout-redirect-uris']);
     expect(cleared.code, cleared.stderr).toBe(0);
-    expect(json(cleared.stdout)).toMatchObject({ grant_types: ['urn:ietf:params:oauth:grant-type:device_code'], redirect_uris: [] });
+    expect(json(cleared.stdout)).toMatchObject({ grant_types: ['urn:ietf:params:oauth:grant-type:device_code'], redirect_uris: [], post_logout_redirect_uris: [] });
+    // A web app given a redirect URI without the grant that uses it: refused, not registered silently.
+    const silent = await cli(['client', 'create', '--name', 'Silent', '--kind', 'web', '--type', 'public', '--redirect-uri', 'https://silent.example/cb']);
+    expect(silent.code).toBe(2);
+    expect(silent.stderr.trim().split('\n')).toHaveLength(1);
+    expect(silent.stderr).toContain('add authorization_code to grant_types (CLI: --grant-types');
     const bad = await cli(['client', 'update', shop.client_id, '--redirect-uri', 'http://shop.example/cb']);
     expect(bad.code).toBe(2);
     expect(bad.stderr.trim().split('\n')).toHaveLength(1);

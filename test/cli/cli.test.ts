@@ -44,6 +44,7 @@ describe('device-auth CLI (JSON on stdout, errors on stderr with a non-zero exit
       introspection: false,
       grant_types: ['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'],
       redirect_uris: [],
+      post_logout_redirect_uris: [],
       dpop_bound_access_tokens: false,
       confirmation_phrase: true,
     });

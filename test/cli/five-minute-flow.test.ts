@@ -110,6 +110,7 @@ describe('the README\'s five-minute flow, with the server running', () => {
         introspection: false,
         grant_types: ['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'],
         redirect_uris: [],
+        post_logout_redirect_uris: [],
         dpop_bound_access_tokens: false,
         confirmation_phrase: true,
       });

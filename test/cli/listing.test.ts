@@ -41,7 +41,7 @@ describe('listing and showing clients and users', () => {
     expect(firstPage.map((c) => c.client_id)).toEqual(clientIds.slice(0, 3));
     const next = lines((await cli('client', 'list', '--limit', '3', '--after', String(firstPage.at(-1)!.client_id))).stdout);
     expect(next.map((c) => c.client_id)).toEqual(clientIds.slice(3));
-    expect(Object.keys(firstPage[0]!).sort()).toEqual(['client_id', 'created_at', 'disabled', 'dpop_bound_access_tokens', 'grant_types', 'introspection', 'kind', 'name', 'redirect_uris', 'scopes', 'type']);
+    expect(Object.keys(firstPage[0]!).sort()).toEqual(['client_id', 'confirmation_phrase', 'created_at', 'disabled', 'dpop_bound_access_tokens', 'grant_types', 'introspection', 'kind', 'name', 'post_logout_redirect_uris', 'redirect_uris', 'scopes', 'type']);
     expect(first.stdout).not.toMatch(/secret|hash/);
   });
 

@@ -516,6 +516,28 @@ describe('migration 2026-11-24T09-30-00_dpop_binds_tokens_to_a_key', () => {
   });
 });
 
+describe('migration 2026-11-26T09-00-00_apps_register_where_sign_out_returns', () => {
+  const state = unmigratedDatabase();
+  const BEFORE = '2026-11-26T01-00-00_devices_that_show_no_phrase';
+
+  it('gives every existing app no post-logout redirect URI, keeps its redirect URIs, and goes back down', async () => {
+    const { db, migrator } = state;
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes, grant_types, redirect_uris)
+              VALUES ('web_l', 'Web', 'web', 'public', '{openid}', '{authorization_code}', '{https://web.example/cb}')`.execute(db);
+
+    expect((await migrator.migrateTo('2026-11-26T09-00-00_apps_register_where_sign_out_returns')).error).toBeUndefined();
+    const app = await sql<{ redirect_uris: string[]; post_logout_redirect_uris: string[] }>`
+      SELECT redirect_uris, post_logout_redirect_uris FROM clients WHERE client_id = 'web_l'`.execute(db);
+    expect(app.rows).toEqual([{ redirect_uris: ['https://web.example/cb'], post_logout_redirect_uris: [] }]);
+
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    const columns = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'clients' AND column_name = 'post_logout_redirect_uris'`.execute(db);
+    expect(columns.rows[0]!.n).toBe(0);
+  });
+});
+
 async function tablesNamed(db: Kysely<any>, name: string): Promise<number> {
   const rows = await sql<{ n: number }>`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_name = ${name}`.execute(db);
   return rows.rows[0]!.n;

@@ -132,6 +132,7 @@ export async function seedClient(
     introspection?: boolean;
     grantTypes?: string[];
     redirectUris?: string[];
+    postLogoutRedirectUris?: string[];
     dpopBoundAccessTokens?: boolean;
     confirmationPhrase?: boolean;
   } = {},
@@ -144,6 +145,7 @@ export async function seedClient(
     introspection: options.introspection,
     grant_types: options.grantTypes,
     redirect_uris: options.redirectUris,
+    post_logout_redirect_uris: options.postLogoutRedirectUris,
     dpop_bound_access_tokens: options.dpopBoundAccessTokens,
     confirmation_phrase: options.confirmationPhrase,
   });

@@ -56,17 +56,22 @@ export class WebBrowser {
   async #send(server: string, path: string, fields?: Record<string, string | undefined>): Promise<WebResponse> {
     const cookie = [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
     const response = await send(`${server}${path}`, { headers: cookie ? { cookie } : {}, ...(fields ? { form: fields } : {}) });
-    for (const line of response.headers.getSetCookie()) {
-      const [pair = '', ...attributes] = line.split(';').map((part) => part.trim());
-      const name = pair.slice(0, pair.indexOf('='));
-      const value = pair.slice(pair.indexOf('=') + 1);
-      const expired = value === '' || attributes.some((a) => /^max-age=0$/i.test(a) || (/^expires=/i.test(a) && Date.parse(a.slice(8)) <= Date.now()));
-      if (expired) this.cookies.delete(name);
-      else this.cookies.set(name, value);
-    }
+    rememberCookies(this.cookies, response.headers.getSetCookie());
     const token = inputValue(response.body, 'csrf_token');
     if (token) this.csrfToken = token;
     return response;
+  }
+}
+
+/** Keeps what Set-Cookie lines set in a jar, and forgets what they expire. */
+export function rememberCookies(cookies: Map<string, string>, setCookieLines: readonly string[]): void {
+  for (const line of setCookieLines) {
+    const [pair = '', ...attributes] = line.split(';').map((part) => part.trim());
+    const name = pair.slice(0, pair.indexOf('='));
+    const value = pair.slice(pair.indexOf('=') + 1);
+    const expired = value === '' || attributes.some((a) => /^max-age=0$/i.test(a) || (/^expires=/i.test(a) && Date.parse(a.slice(8)) <= Date.now()));
+    if (expired) cookies.delete(name);
+    else cookies.set(name, value);
   }
 }
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
+import { afterAnnounced, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { Browser, signedInBrowser } from '../helpers/browser.js';
 import {
   answerAtApp,
@@ -126,7 +126,12 @@ describe('errors go back to a registered redirect URI with state and iss (RFC 92
   });
 
   it('an app not registered for the authorization_code grant gets unauthorized_client', async () => {
-    const deviceOnly = await seedClient(t, { kind: 'web', grantTypes: ['urn:ietf:params:oauth:grant-type:device_code'], redirectUris: [REDIRECT_URI] });
+    // Registration now refuses a redirect URI without the grant; a row from before that rule (or
+    // written by hand) still has one, and the endpoint still refuses it.
+    const deviceOnly = await seedClient(t, { kind: 'web', grantTypes: ['authorization_code'], redirectUris: [REDIRECT_URI] });
+    await afterAnnounced(t, () =>
+      t.deps.db.updateTable('clients').set({ grant_types: ['urn:ietf:params:oauth:grant-type:device_code'] }).where('client_id', '=', deviceOnly.clientId).execute(),
+    );
     const params = answerAtApp(await new Browser(t).get(authorizeUrl(deviceOnly, challenge)));
     expect(params.get('error')).toBe('unauthorized_client');
   });

@@ -30,6 +30,7 @@ export const clientView = z.object({
   introspection: z.boolean(),
   grant_types: z.array(z.string()).describe('RFC 7591: the grants it may use; refresh_token means it gets refresh tokens'),
   redirect_uris: z.array(z.string()).describe('exact URLs the authorization endpoint may redirect to'),
+  post_logout_redirect_uris: z.array(z.string()).describe('exact URLs the end-session endpoint may send the browser back to (RP-Initiated Logout)'),
   dpop_bound_access_tokens: z.boolean().describe('RFC 9449 §5.2: its token requests must carry a DPoP proof'),
   confirmation_phrase: z.boolean().describe('whether its devices show the confirmation phrase, so that the approval page asks for it'),
   created_at: z.string(),
@@ -42,6 +43,7 @@ export const createdClient = z.object({
   introspection: z.boolean(),
   grant_types: z.array(z.string()),
   redirect_uris: z.array(z.string()),
+  post_logout_redirect_uris: z.array(z.string()),
   dpop_bound_access_tokens: z.boolean(),
   confirmation_phrase: z.boolean(),
 });
