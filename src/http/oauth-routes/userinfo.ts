@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../../deps.js';
 import { verifyAccessToken } from '../../oauth/access-tokens.js';
-import { dpopChallenge, dpopNonceHeader, keyNotProven, verifyDpopProof } from '../../oauth/dpop.js';
+import { checkDpopProof, dpopChallenge, dpopNonceHeader, keyNotProven, spendDpopProof } from '../../oauth/dpop.js';
 import { OAuthError, invalidRequest, invalidToken } from '../../oauth/errors.js';
 import { endpoints } from '../../oauth/metadata.js';
 
@@ -44,9 +44,11 @@ export function userinfoRoutes(app: FastifyInstance, deps: Deps): void {
   // OpenID Connect Core §5.3
   const handler = async (request: FastifyRequest) => {
     const { scheme, token: value } = presentedToken(request);
-    // RFC 9449 §7.1: under the DPoP scheme the proof, with ath naming this token, comes first.
+    // RFC 9449 §7.1: under the DPoP scheme the proof, with ath naming this token, is checked first;
+    // it is recorded as used only once the token it names turned out to be live and bound to its key,
+    // so proofs sent with a junk token write nothing (issue 28 §2).
     const proof =
-      scheme === 'dpop' ? await verifyDpopProof(deps, { header: request.headers.dpop, method: request.method, url, accessToken: value }, 'resource') : null;
+      scheme === 'dpop' ? await checkDpopProof(deps, { header: request.headers.dpop, method: request.method, url, accessToken: value }, 'resource') : null;
     if (scheme === 'dpop' && !proof) throw keyNotProven('resource', 'the DPoP scheme needs a DPoP proof header');
     const token = await verifyAccessToken(deps, value);
     if (!token) throw tokenRefused(scheme, 'the access token is invalid, expired or revoked');
@@ -54,6 +56,7 @@ export function userinfoRoutes(app: FastifyInstance, deps: Deps): void {
       // RFC 9449 §7.2: a bound token presented as Bearer is refused, whoever presents it.
       if (!proof) throw tokenRefused('dpop', 'this access token is bound to a DPoP key: present it with Authorization: DPoP and a proof');
       if (proof.jkt !== token.dpopJkt) throw tokenRefused('dpop', "the DPoP proof's key is not the key this access token is bound to");
+      await spendDpopProof(deps, proof, 'resource');
     } else if (proof) {
       // A proof of a key says nothing about a token bound to none; presented so, it is refused rather than half-checked.
       throw tokenRefused('dpop', 'this access token is not bound to a DPoP key: present it as Bearer');
