@@ -3,8 +3,8 @@ import { calculateJwkThumbprint, exportJWK, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { epochSeconds } from '../../src/lib/clock.js';
 import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
-import { decide, poll, requestDeviceCode, startDeviceFlow } from '../helpers/device.js';
-import { dpopKey, proofFor, type DpopKey, type ProofOptions } from '../helpers/dpop.js';
+import { requestDeviceCode } from '../helpers/device.js';
+import { boundDeviceTokens, dpopKey, proofFor, type DpopKey, type ProofOptions } from '../helpers/dpop.js';
 import type { TestClient, TokenSet } from '../helpers/tokens.js';
 
 /**
@@ -22,15 +22,7 @@ const proof = (k: DpopKey, options: ProofOptions = {}) => proofFor(k, { iat: epo
 const at = '/oauth/device/code';
 const b64 = (bytes: Buffer) => bytes.toString('base64url');
 
-/** A device flow bound to `k` at its start, approved and redeemed with proofs of `k`. */
-async function boundTokens(k: DpopKey): Promise<TokenSet> {
-  const flow = await startDeviceFlow(t, tv.clientId, { scope: 'openid' }, { dpop: await proof(k, { htu: at }) });
-  await decide(t, flow.user_code, user.userId, 'approve');
-  t.clock.advance(flow.interval);
-  const res = await poll(t, tv.clientId, flow.device_code, { dpop: await proof(k) });
-  expect(res.statusCode, res.body).toBe(200);
-  return res.json();
-}
+const boundTokens = (k: DpopKey) => boundDeviceTokens(t, tv.clientId, user.userId, k, 'openid');
 
 const userinfoWith = (token: string, dpop: string) =>
   t.app.inject({ method: 'GET', url: '/oauth/userinfo', headers: { authorization: `DPoP ${token}`, dpop } });
