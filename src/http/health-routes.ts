@@ -3,19 +3,25 @@ import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
 import { migrationsAreCurrent } from '../db/migrate.js';
 import { describeUnavailable, isDatabaseUnavailable } from '../db/unavailable.js';
+import { CounterStoreUnavailableError } from '../rate-limits/store.js';
 
 export function healthRoutes(app: FastifyInstance, deps: Deps): void {
   // Liveness: the process answers. Never touches the database, so an outage does not get it restarted.
   app.get('/healthz', async (_request, reply) => reply.header('Cache-Control', 'no-store').send({ status: 'ok' }));
 
-  // Readiness: the database answers and carries every migration this build ships.
+  // Readiness: the database answers and carries every migration this build ships; Redis, when set, answers.
   app.get('/readyz', async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     try {
       await sql`SELECT 1`.execute(deps.db);
       if (!(await migrationsAreCurrent(deps.db))) return reply.code(503).send({ status: 'unavailable', reason: 'migrations pending' });
+      await deps.counterStore.ping();
       return reply.send({ status: 'ready' });
     } catch (error) {
+      if (error instanceof CounterStoreUnavailableError) {
+        request.log.warn({ reason: error.message }, 'readiness check failed');
+        return reply.code(503).send({ status: 'unavailable', reason: 'redis unreachable' });
+      }
       // Probes keep coming through an outage: one line each, no stack. Anything else is a bug worth one.
       if (isDatabaseUnavailable(error)) request.log.warn(describeUnavailable(error), 'readiness check failed');
       else request.log.error({ err: error }, 'readiness check failed');
