@@ -148,6 +148,8 @@ const schema = z
     HTTP_KEEP_ALIVE_TIMEOUT: z.coerce.number().int().min(1).max(3600).default(65),
     HTTP_MAX_REQUESTS_PER_SOCKET: z.coerce.number().int().min(0).max(1_000_000).default(1000),
     HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(4096),
+    ICON_STORAGE_PER_APP: z.coerce.number().int().min(65_536).max(1_073_741_824).default(2 * 1024 * 1024),
+    ICON_STORAGE_TOTAL: z.coerce.number().int().min(65_536).max(68_719_476_736).default(64 * 1024 * 1024),
   })
   // A database server is shared and backed up elsewhere: the key that protects its private keys
   // must come from elsewhere too. Only a development setup may keep one in DATA_DIR.
@@ -247,6 +249,9 @@ const schema = z
         concurrency: env.ICON_FETCH_CONCURRENCY,
         /** Tests only: loopback addresses count as public. */
         allowLoopback: env.ICON_FETCH_ALLOW_LOOPBACK,
+        /** Bytes of stored icons one app's requests may hold, and all apps together; past either, a new icon is not stored. */
+        storagePerApp: env.ICON_STORAGE_PER_APP,
+        storageTotal: env.ICON_STORAGE_TOTAL,
       },
       dpop: {
         /** RFC 9449 §11.1: a proof's iat may be this many seconds before or after the server's clock. */

@@ -118,6 +118,7 @@ export async function createDeps(options: {
   }
   const platformIcons = new PlatformIcons(database.db, clock, log, metrics, {
     concurrency: config.iconFetch.concurrency,
+    storage: { perApp: config.iconFetch.storagePerApp, total: config.iconFetch.storageTotal },
     fetch: {
       resolve: options.iconFetching?.resolve ?? resolveWithSystem,
       addressRule: { allowLoopback: config.iconFetch.allowLoopback },
