@@ -224,15 +224,22 @@ function unverifiedPayload(proof: string, place: ProofPlace): Record<string, unk
   }
 }
 
+/** A proof whose claims passed the cheap checks, its signature not yet verified: `verifyReadProof` does that. */
+export interface ReadProof {
+  readonly text: string;
+  readonly jti: string;
+  readonly now: Date;
+}
+
 /**
- * RFC 9449 §4.3: every check, cheapest first. The claims (jti shape, htm, htu, iat, ath, nonce)
- * are read before the header's key is imported and before the signature is verified, so a proof
- * that would be refused anyway costs no public-key operation; the claims checked are the signed
- * ones, since the signature then covers those same bytes. Nothing is written: the jti is recorded
- * by `spendDpopProof` once the proof was used for something that needed it. Null when the request
- * carried no DPoP header. Descriptions are ours; nothing of the proof is echoed into a header or a log.
+ * RFC 9449 §4.3, the cheap half: one header, its size and shape, then the claims (jti shape, htm,
+ * htu, iat, ath, nonce), read before the header's key is imported and before the signature is
+ * verified, so a proof that would be refused anyway costs no public-key operation. The claims
+ * checked are the signed ones, since the signature, checked next, covers those same bytes. Null
+ * when the request carried no DPoP header. Descriptions are ours; nothing of the proof is echoed
+ * into a header or a log.
  */
-export async function checkDpopProof(deps: ProofDeps, request: ProofRequest, place: ProofPlace): Promise<CheckedProof | null> {
+export function readDpopProof(deps: ProofDeps, request: ProofRequest, place: ProofPlace): ReadProof | null {
   const { header } = request;
   if (header === undefined) return null;
   // Node joins repeated headers with ", ": either way, one proof only (RFC 9449 §4.3 step 1).
@@ -259,10 +266,18 @@ export async function checkDpopProof(deps: ProofDeps, request: ProofRequest, pla
   if (deps.config.dpop.nonces && !isLiveNonce(deps, payload.nonce)) {
     throw nonceRequired(deps, place, payload.nonce === undefined ? 'this server requires a DPoP nonce' : 'the DPoP nonce is stale or unknown');
   }
+  return { text: header, jti, now };
+}
 
-  const { alg, key, jkt } = await checkHeader(deps, header, place);
+/**
+ * RFC 9449 §4.3, the costly half: typ, alg and a public jwk of a bounded shape, the key imported
+ * (or found among the checked headers) and the signature verified. Nothing is written: the jti is
+ * recorded by `spendDpopProof` once the proof was used for something that needed it.
+ */
+export async function verifyReadProof(deps: ProofDeps, proof: ReadProof, place: ProofPlace): Promise<CheckedProof> {
+  const { alg, key, jkt } = await checkHeader(deps, proof.text, place);
   try {
-    await compactVerify(header, key, { algorithms: [alg] });
+    await compactVerify(proof.text, key, { algorithms: [alg] });
   } catch {
     throw refused(place, 'the DPoP proof signature does not verify with its jwk');
   }
@@ -270,9 +285,15 @@ export async function checkDpopProof(deps: ProofDeps, request: ProofRequest, pla
   // the proof again (iat at most `window` ahead of now, accepted until `window` after iat).
   return {
     jkt,
-    proofHash: createHash('sha256').update(`${jkt}.${jti}`).digest(),
-    expiresAt: new Date(now.getTime() + 2 * window * 1000),
+    proofHash: createHash('sha256').update(`${jkt}.${proof.jti}`).digest(),
+    expiresAt: new Date(proof.now.getTime() + 2 * deps.config.dpop.proofWindowSeconds * 1000),
   };
+}
+
+/** Both halves: every check of a proof, cheapest first, nothing written (RFC 9449 §4.3). */
+export async function checkDpopProof(deps: ProofDeps, request: ProofRequest, place: ProofPlace): Promise<CheckedProof | null> {
+  const read = readDpopProof(deps, request, place);
+  return read && verifyReadProof(deps, read, place);
 }
 
 /** Records a checked proof as used, once across every instance; a second use is refused. The request's one write for its proof. */

@@ -123,6 +123,13 @@ describe('used proofs are recorded only when the proof was needed (issue 28 §2)
     expect(answers.map((r) => r.statusCode).sort()).toEqual([200, ...Array<number>(19).fill(401)]);
   });
 
+  it('with a junk token the proof\'s signature is not even verified: a bad signature is answered invalid_token', async () => {
+    const [header, payload] = (await userinfoProof(rsa4096, 'da_at_junk')).split('.');
+    const res = await userinfoWith('da_at_junk', `${header}.${payload}.${'A'.repeat(683)}`);
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error).toBe('invalid_token');
+  });
+
   it('a proof of another key than the token\'s is refused and not recorded', async () => {
     const tokens = await boundTokens(es256);
     const other = await dpopKey();
@@ -193,7 +200,7 @@ describe('the worst proof costs at most a few ordinary ones (issue 28 §2)', () 
     expect(cost.ratio).toBeLessThan(3);
   }, 60_000);
 
-  it('a proof of an RSA key with a 3,072-bit exponent, with a junk token, costs no more than 3 ordinary proofs', async () => {
+  it('a proof of an RSA key with a 3,072-bit exponent, with a live token, costs no more than 3 ordinary proofs', async () => {
     ordinary = await ordinaryRequests();
     const rsa = await dpopKey('RS256');
     // OpenSSL wants e < n and, above 3,072 bits of modulus, e of at most 64 bits; and a signature as long as the modulus.
@@ -201,11 +208,12 @@ describe('the worst proof costs at most a few ordinary ones (issue 28 §2)', () 
     const jwk = { kty: 'RSA', n: b64(Buffer.concat([Buffer.from([0xff]), randomBytes(382), Buffer.from([1])])), e: b64(Buffer.concat([Buffer.from([0x7f]), randomBytes(381), Buffer.from([1])])) };
     const hostile = await Promise.all(
       Array.from({ length: n }, async () => {
-        const [header, payload] = (await userinfoProof(rsa, 'da_at_junk', { jwk })).split('.');
+        const [header, payload] = (await userinfoProof(rsa, ordinaryTokens.access_token, { jwk })).split('.');
         return `${header}.${payload}.${b64(Buffer.concat([Buffer.from([1]), randomBytes(383)]))}`;
       }),
     );
-    const cost = await compareCpu(ordinary, 200, hostile.map((p) => () => userinfoWith('da_at_junk', p)), 401);
+    // The token is live, so the proof's key is looked at (with a junk token it would not even be that).
+    const cost = await compareCpu(ordinary, 200, hostile.map((p) => () => userinfoWith(ordinaryTokens.access_token, p)), 401);
     report('RSA proof with a 3,072-bit exponent', cost);
     expect(cost.ratio).toBeLessThan(3);
   }, 60_000);

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../../deps.js';
 import { verifyAccessToken } from '../../oauth/access-tokens.js';
-import { checkDpopProof, dpopChallenge, dpopNonceHeader, keyNotProven, spendDpopProof } from '../../oauth/dpop.js';
+import { dpopChallenge, dpopNonceHeader, keyNotProven, readDpopProof, spendDpopProof, verifyReadProof } from '../../oauth/dpop.js';
 import { OAuthError, invalidRequest, invalidToken } from '../../oauth/errors.js';
 import { endpoints } from '../../oauth/metadata.js';
 
@@ -44,14 +44,15 @@ export function userinfoRoutes(app: FastifyInstance, deps: Deps): void {
   // OpenID Connect Core §5.3
   const handler = async (request: FastifyRequest) => {
     const { scheme, token: value } = presentedToken(request);
-    // RFC 9449 §7.1: under the DPoP scheme the proof, with ath naming this token, is checked first;
-    // it is recorded as used only once the token it names turned out to be live and bound to its key,
-    // so proofs sent with a junk token write nothing (issue 28 §2).
-    const proof =
-      scheme === 'dpop' ? await checkDpopProof(deps, { header: request.headers.dpop, method: request.method, url, accessToken: value }, 'resource') : null;
-    if (scheme === 'dpop' && !proof) throw keyNotProven('resource', 'the DPoP scheme needs a DPoP proof header');
+    // RFC 9449 §7.1: under the DPoP scheme the proof, with ath naming this token, comes first: its
+    // claims at once, its signature only once the token turned out to be live (a junk token costs
+    // no public-key operation), and it is recorded as used only once the token is also bound to its
+    // key, so proofs sent with a junk token write nothing (issue 28 §2).
+    const read = scheme === 'dpop' ? readDpopProof(deps, { header: request.headers.dpop, method: request.method, url, accessToken: value }, 'resource') : null;
+    if (scheme === 'dpop' && !read) throw keyNotProven('resource', 'the DPoP scheme needs a DPoP proof header');
     const token = await verifyAccessToken(deps, value);
     if (!token) throw tokenRefused(scheme, 'the access token is invalid, expired or revoked');
+    const proof = read && (await verifyReadProof(deps, read, 'resource'));
     if (token.dpopJkt !== null) {
       // RFC 9449 §7.2: a bound token presented as Bearer is refused, whoever presents it.
       if (!proof) throw tokenRefused('dpop', 'this access token is bound to a DPoP key: present it with Authorization: DPoP and a proof');
