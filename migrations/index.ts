@@ -21,6 +21,8 @@ import * as aChainIsAGrant from './2026-11-24T07-00-00_a_chain_is_a_grant.js';
 import * as webAppsSignInWithACode from './2026-11-24T08-00-00_web_apps_sign_in_with_a_code.js';
 import * as signingKeysRotateAndAreSealed from './2026-11-24T09-00-00_signing_keys_rotate_and_are_sealed.js';
 import * as dpopBindsTokensToAKey from './2026-11-24T09-30-00_dpop_binds_tokens_to_a_key.js';
+import * as devicesThatShowNoPhrase from './2026-11-26T01-00-00_devices_that_show_no_phrase.js';
+import * as theRedeemerIsJudgedLikeTheRequest from './2026-11-26T08-00-00_the_redeemer_is_judged_like_the_request.js';
 import * as platformIconsAreBounded from './2026-11-26T09-00-00_platform_icons_are_bounded.js';
 
 /**
@@ -50,5 +52,7 @@ export const migrations: Record<string, Migration> = {
   '2026-11-24T08-00-00_web_apps_sign_in_with_a_code': webAppsSignInWithACode,
   '2026-11-24T09-00-00_signing_keys_rotate_and_are_sealed': signingKeysRotateAndAreSealed,
   '2026-11-24T09-30-00_dpop_binds_tokens_to_a_key': dpopBindsTokensToAKey,
+  '2026-11-26T01-00-00_devices_that_show_no_phrase': devicesThatShowNoPhrase,
+  '2026-11-26T08-00-00_the_redeemer_is_judged_like_the_request': theRedeemerIsJudgedLikeTheRequest,
   '2026-11-26T09-00-00_platform_icons_are_bounded': platformIconsAreBounded,
 };

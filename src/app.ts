@@ -17,6 +17,7 @@ import { metricsRoutes } from './http/metrics-routes.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
 import { registerSecurityHeaders } from './http/plugins/security-headers.js';
 import { registerSecretsNotInUrl } from './http/plugins/secrets-not-in-url.js';
+import { registerUntrustedForwardingWatch } from './http/plugins/untrusted-forwarding.js';
 import { registerStrictInput, strictQueryParser } from './http/plugins/strict-input.js';
 import { registerCsrfCheck } from './http/plugins/csrf.js';
 import { registerSessions } from './http/plugins/session.js';
@@ -98,6 +99,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   app.removeContentTypeParser(['application/json', 'text/plain']);
   registerStrictInput(app);
   registerSecretsNotInUrl(app);
+  const forwarding = registerUntrustedForwardingWatch(app, deps);
   await app.register(view, {
     engine: { eta: new Eta({ views: viewsFolder, cache: true, autoEscape: true }) },
     templates: viewsFolder,
@@ -130,7 +132,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   }
 
   metricsRoutes(app, deps);
-  healthRoutes(app, deps);
+  healthRoutes(app, deps, forwarding);
   // Outside the pages: an image needs no session, so its requests parse no cookie.
   iconRoutes(app, deps);
   discoveryRoutes(app, deps);

@@ -102,7 +102,11 @@ const schema = z
     RATE_LIMIT_DEVICE_CODE_PER_IP: rateLimit('30/60'),
     RATE_LIMIT_TOKEN_PER_CLIENT: rateLimit('60000/60'),
     RATE_LIMIT_TOKEN_PER_IP: rateLimit('3000/60'),
+    RATE_LIMIT_USERINFO_PER_IP: rateLimit('3000/60'),
+    RATE_LIMIT_INTROSPECT_PER_IP: rateLimit('12000/60'),
+    RATE_LIMIT_REVOKE_PER_IP: rateLimit('3000/60'),
     RATE_LIMIT_IPV6_PREFIX: z.coerce.number().int().min(32).max(128).default(64),
+    RATE_LIMIT_NETWORK_SHARE: z.coerce.number().positive().max(1).default(0.001),
     PASSWORD_CHECKS_RUNNING: z.coerce.number().int().min(1).max(64).default(Math.max(1, availableParallelism())),
     PASSWORD_CHECKS_QUEUED: z.coerce.number().int().min(0).max(1000).default(16),
     PASSWORD_CHECKS_PER_IP: z.coerce.number().int().min(1).max(64).default(2),
@@ -110,6 +114,10 @@ const schema = z
     PROXIMITY_POLICY_COUNTRY_MISMATCH: policyAction('confirm'),
     PROXIMITY_POLICY_HOSTING_NETWORK: policyAction('confirm'),
     PROXIMITY_POLICY_UNKNOWN_LOCATION: policyAction('warn'),
+    PROXIMITY_POLICY_RELAY_NETWORK: policyAction('confirm'),
+    // At the redeeming poll there is nobody to confirm: warn records the mismatch on the grant.
+    PROXIMITY_POLICY_REDEEMER_MISMATCH: z.enum(['allow', 'warn', 'deny']).default('warn'),
+    PROXIMITY_SAME_NETWORK_IPV6_PREFIX: z.coerce.number().int().min(32).max(128).default(64),
     SERVICE_NAME: z
       .string()
       .trim()
@@ -208,7 +216,11 @@ const schema = z
         country_mismatch: env.PROXIMITY_POLICY_COUNTRY_MISMATCH,
         hosting_network: env.PROXIMITY_POLICY_HOSTING_NETWORK,
         unknown_location: env.PROXIMITY_POLICY_UNKNOWN_LOCATION,
+        relay_network: env.PROXIMITY_POLICY_RELAY_NETWORK,
+        redeemer_mismatch: env.PROXIMITY_POLICY_REDEEMER_MISMATCH,
       },
+      /** Two IPv6 addresses in one prefix of this length count as one network on the approval page. */
+      sameNetworkIpv6Prefix: env.PROXIMITY_SAME_NETWORK_IPV6_PREFIX,
       serviceName: env.SERVICE_NAME,
       /** A path on our own origin; SERVICE_LOGO_FILE is served at /static/logo and wins. */
       serviceLogoUrl: env.SERVICE_LOGO_FILE ? '/static/logo' : env.SERVICE_LOGO_URL,
@@ -236,8 +248,13 @@ const schema = z
         deviceCodePerIp: env.RATE_LIMIT_DEVICE_CODE_PER_IP,
         tokenPerClient: env.RATE_LIMIT_TOKEN_PER_CLIENT,
         tokenPerIp: env.RATE_LIMIT_TOKEN_PER_IP,
+        userinfoPerIp: env.RATE_LIMIT_USERINFO_PER_IP,
+        introspectPerIp: env.RATE_LIMIT_INTROSPECT_PER_IP,
+        revokePerIp: env.RATE_LIMIT_REVOKE_PER_IP,
       },
       ipv6Prefix: env.RATE_LIMIT_IPV6_PREFIX,
+      /** Once an app's budget is spent, the fraction of it each network (address, /24, /64, /56, /48) may still use. */
+      networkShare: env.RATE_LIMIT_NETWORK_SHARE,
       signInSlowdownMs: env.SIGNIN_SLOWDOWN_MS,
       passwordChecks: {
         running: env.PASSWORD_CHECKS_RUNNING,

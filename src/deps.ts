@@ -14,7 +14,7 @@ import { ClientDirectory } from './oauth/client-auth.js';
 import { CheckedProofHeaders } from './oauth/dpop.js';
 import { Housekeeping } from './oauth/housekeeping.js';
 import { describeUnavailable, isDatabaseUnavailable } from './db/unavailable.js';
-import { GeoDatabaseError, loadGeo, type Geo } from './geo/locate.js';
+import { GeoDatabaseError, geoOnFirstUse, loadGeo, type Geo } from './geo/locate.js';
 import { PlatformIcons } from './oauth/device/platform-icons.js';
 import { resolveWithSystem, type HostResolver } from './oauth/device/icon-fetch.js';
 
@@ -75,12 +75,21 @@ export async function createDeps(options: {
   clock: Clock;
   /** Test seams of the icon fetcher: a resolver that never leaves the machine, and the test server's certificate. */
   iconFetching?: { resolve?: HostResolver; extraCertificates?: readonly string[] };
+  /**
+   * When the location data is read: at start (a server, so that no request waits for it) or at
+   * its first use (the CLI, most of whose commands never use it).
+   */
+  locationData?: 'at-start' | 'on-first-use';
 }): Promise<Deps> {
   const { database, config, log, clock } = options;
-  const geo = await loadGeo({ cityDatabase: config.geoipDatabase }).catch((error: unknown) => {
-    if (error instanceof GeoDatabaseError) throw new ConfigError(`invalid configuration: GEOIP_DATABASE: ${error.message}`);
-    throw error;
-  });
+  const locationOptions = { cityDatabase: config.geoipDatabase, trustedProxies: Array.isArray(config.trustProxy) ? config.trustProxy : [] };
+  const geo =
+    options.locationData === 'on-first-use'
+      ? geoOnFirstUse(locationOptions)
+      : await loadGeo(locationOptions).catch((error: unknown) => {
+          if (error instanceof GeoDatabaseError) throw new ConfigError(`invalid configuration: GEOIP_DATABASE: ${error.message}`);
+          throw error;
+        });
   const sealer = loadSealer(config, log);
   // Every secret goes through ensureServerSecret, which seals it: the database never holds one in the clear.
   const secret = (name: string) => ensureServerSecret(database.db, sealer, name, randomBytes(32));
@@ -107,7 +116,7 @@ export async function createDeps(options: {
   }
   const metrics = createMetrics(() => database.poolStats());
   const counters = config.redisUrl ? await redisCounterStore(config.redisUrl, clock) : databaseCounterStore(database.db);
-  const rateLimiter = new RateLimiter(counters, config.rateLimits);
+  const rateLimiter = new RateLimiter(counters, config.rateLimits, config.networkShare);
   const housekeeping = new Housekeeping(database.db, clock, config.purge, config.purgeIntervalSeconds, (run, error) => {
     if (run.outcome === 'done') log.info({ purged: run.purged }, 'purge done');
     // While the database is away this fails every tick: one line each, without a stack.

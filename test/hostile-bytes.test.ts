@@ -60,19 +60,20 @@ const OAUTH_FORMS: Record<string, () => Record<string, string>> = {
 };
 const PAGE_FORMS: Record<string, () => Record<string, string>> = {
   '/signin': () => ({ email: 'someone@example.test', password: 'a password', return_to: '/account/devices' }),
-  '/signout': () => ({}),
+  '/signout': () => ({ return_to: '/account/devices' }),
   '/activate': () => ({ user_code: 'BCDF-GHJK' }),
   '/activate/bot': () => ({ user_code: 'BCDF-GHJK' }),
   '/activate/decision': () => ({ user_code: 'BCDF-GHJK', request_handle: 'AAAAAAAAAAAAAAAAAAAAAA', action: 'approve', phrase: 'calm river' }),
   '/activate/bot/decision': () => ({ user_code: 'BCDF-GHJK', request_handle: 'AAAAAAAAAAAAAAAAAAAAAA', action: 'deny' }),
   '/account/devices/sign-out': () => ({ grant_id: PENDING_REQUEST }),
+  '/account/devices/cancel': () => ({ request_id: '1' }),
   '/account/apps/remove': () => ({ client_id: tv.clientId }),
 };
 const GET_QUERIES: Record<string, string[]> = {
   '/activate': ['user_code'],
   '/activate/bot': ['user_code'],
   '/signin': ['return_to'],
-  '/account/devices': ['signed_out'],
+  '/account/devices': ['signed_out', 'cancelled'],
   '/account/apps': ['removed'],
   '/oauth/userinfo': ['schema'],
   '/.well-known/openid-configuration': ['x'],

@@ -20,7 +20,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 const OAUTH_POSTS = ['/oauth/device/code', '/oauth/token', '/oauth/revoke', '/oauth/introspect', '/oauth/userinfo'];
-const PAGE_POSTS = ['/signin', '/signout', '/activate', '/activate/bot', '/activate/decision', '/activate/bot/decision', '/account/devices/sign-out', '/account/apps/remove'];
+const PAGE_POSTS = ['/signin', '/signout', '/activate', '/activate/bot', '/activate/decision', '/activate/bot/decision', '/account/devices/sign-out', '/account/devices/cancel', '/account/apps/remove'];
 const GETS = ['/activate', '/activate/bot', '/signin', '/oauth/userinfo', '/.well-known/openid-configuration', '/.well-known/jwks.json', '/account/devices', '/account/apps', '/healthz', '/nothing/here'];
 const PARAMETER_NAMES = [
   'client_id', 'client_secret', 'grant_type', 'device_code', 'refresh_token', 'scope', 'token', 'token_type_hint', 'user_code',

@@ -19,6 +19,9 @@ const limits = (max: number): Limits => ({
   deviceCodePerIp: null,
   tokenPerClient: { max, windowSeconds: 60 },
   tokenPerIp: null,
+  userinfoPerIp: null,
+  introspectPerIp: null,
+  revokePerIp: null,
 });
 
 const storedHits = async (subject: string) =>

@@ -4,7 +4,12 @@ import type { Place } from '../geo/locate.js';
 import { revokeAndCountGrants } from '../oauth/grant-revocation.js';
 import { findClient } from '../repositories/clients.js';
 import { findGrantOfUser, listAppsWithLiveGrants, listLiveGrantsOfUser } from '../repositories/grants.js';
-import { listApprovedAwaitingDevice } from '../repositories/device-requests.js';
+import {
+  cancelApprovedRequest,
+  cancelApprovedRequestsOfApp,
+  findRequestDeniedByUser,
+  listApprovedAwaitingDevice,
+} from '../repositories/device-requests.js';
 import { forgetConsent, listConsentsOfUser } from '../repositories/consents.js';
 
 /** A grant of a TV / device app or a bot is a device; a web app's grant is not, though it is a connected app. */
@@ -23,6 +28,11 @@ export interface DeviceView {
   /** Where the address it signed in from is, and that of its latest use; null when none was recorded. */
   signedInFrom: Place | null;
   lastUsedFrom: Place | null;
+  /**
+   * Where the tokens were collected from, when that was another country, AS or hosting class than
+   * the request and the policy warns about it (issue 27 §3, PROXIMITY_POLICY_REDEEMER_MISMATCH); else null.
+   */
+  collectedFromElsewhere: Place | null;
   /** Completes the accessible name of the row's Sign out button. */
   label: string;
 }
@@ -36,8 +46,17 @@ export interface ConnectedAppView {
   lastUsedAt: Date;
 }
 
-/** Approved, but the device has not yet picked up its tokens. */
+/** A row of the Connected apps page: it agrees with the Devices page, which lists approvals not yet picked up. */
+export interface ConnectedAppRow extends Omit<ConnectedAppView, 'lastUsedAt'> {
+  /** Approvals of it the Devices page lists as waiting for the device. */
+  waiting: number;
+  /** Null while its only tie to the account is an approval not yet picked up. */
+  lastUsedAt: Date | null;
+}
+
+/** Approved, but the device has not yet picked up its tokens; it can still be cancelled. */
 export interface WaitingDeviceView {
+  requestId: string;
   appName: string;
   platformName: string | null;
   approvedAt: Date;
@@ -48,13 +67,18 @@ export interface DevicesPage {
   waiting: WaitingDeviceView[];
   /** The app just signed out, when the address says so truthfully. */
   signedOutApp: string | null;
+  /** The app whose waiting approval was just cancelled, likewise. */
+  cancelledApp: string | null;
 }
 
 export interface ConnectedAppsPage {
-  apps: ConnectedAppView[];
+  apps: ConnectedAppRow[];
   /** The app whose access was just removed, while that is still true. */
   removedApp: string | null;
 }
+
+const byName = (a: { appName: string; clientId: string }, b: { appName: string; clientId: string }) =>
+  a.appName === b.appName ? (a.clientId < b.clientId ? -1 : 1) : a.appName < b.appName ? -1 : 1;
 
 const placeOf = (deps: Deps, address: string | null): Place | null => (address === null ? null : deps.geo.locate(address));
 
@@ -72,6 +96,8 @@ export async function listDevices(deps: Deps, userId: string): Promise<DeviceVie
     lastUsedAt: row.last_used_at,
     signedInFrom: placeOf(deps, row.signed_in_ip),
     lastUsedFrom: placeOf(deps, row.last_used_ip),
+    collectedFromElsewhere:
+      row.redeemer_action === 'warn' && row.redeemer_signals?.includes('redeemer_mismatch') ? placeOf(deps, row.redeemer_ip) : null,
     label: row.platform_name === null ? row.client_name : `${row.client_name} (${row.platform_name})`,
   }));
 }
@@ -100,8 +126,6 @@ export async function listConnectedApps(deps: Deps, userId: string): Promise<Con
       lastUsedAt: consent.granted_at,
     }));
   if (consentOnly.length === 0) return apps;
-  const byName = (a: ConnectedAppView, b: ConnectedAppView) =>
-    a.appName === b.appName ? (a.clientId < b.clientId ? -1 : 1) : a.appName < b.appName ? -1 : 1;
   return [...apps, ...consentOnly].sort(byName);
 }
 
@@ -110,26 +134,57 @@ export async function listConnectedApps(deps: Deps, userId: string): Promise<Con
  * only if that grant is the user's and was signed out by them, so a crafted grant cannot make the
  * page claim anything untrue.
  */
-export async function devicesPage(deps: Deps, userId: string, shown: { signedOut?: string | undefined }): Promise<DevicesPage> {
-  const [devices, waiting, grant] = await Promise.all([
+export async function devicesPage(
+  deps: Deps,
+  userId: string,
+  shown: { signedOut?: string | undefined; cancelled?: string | undefined },
+): Promise<DevicesPage> {
+  const [devices, waiting, grant, cancelled] = await Promise.all([
     listDevices(deps, userId),
     listApprovedAwaitingDevice(deps.db, userId, DEVICE_KINDS, deps.clock.now()),
     shown.signedOut === undefined ? undefined : findGrantOfUser(deps.db, userId, shown.signedOut),
+    shown.cancelled === undefined ? undefined : findRequestDeniedByUser(deps.db, userId, shown.cancelled),
   ]);
   return {
     devices,
-    waiting: waiting.map((row) => ({ appName: row.client_name, platformName: row.platform_name, approvedAt: row.decided_at ?? deps.clock.now() })),
+    waiting: waiting.map((row) => ({
+      requestId: row.request_id,
+      appName: row.client_name,
+      platformName: row.platform_name,
+      approvedAt: row.decided_at ?? deps.clock.now(),
+    })),
     signedOutApp: grant?.revoked_reason === 'signed_out_by_user' ? grant.client_name : null,
+    cancelledApp: cancelled?.client_name ?? null,
   };
+}
+
+export type CancelOutcome = 'cancelled' | 'not_found';
+
+/**
+ * Takes back an approval the device has not yet picked up: its next poll hears access_denied and
+ * no tokens are ever issued for it. Only this user's approval, only while still waiting: if the
+ * device's poll got there first it is signed in, and the Devices page lists it to sign out.
+ */
+export async function cancelWaitingDevice(deps: Deps, userId: string, requestId: string): Promise<CancelOutcome> {
+  return (await cancelApprovedRequest(deps.db, userId, requestId, deps.clock.now())) ? 'cancelled' : 'not_found';
 }
 
 /** The Connected apps page. `removed` comes from the address; it is named only while that is true. */
 export async function connectedAppsPage(deps: Deps, userId: string, shown: { removed?: string | undefined }): Promise<ConnectedAppsPage> {
   const removed = shown.removed;
-  const [apps, client] = await Promise.all([
+  const [connected, waiting, client] = await Promise.all([
     listConnectedApps(deps, userId),
+    listApprovedAwaitingDevice(deps.db, userId, DEVICE_KINDS, deps.clock.now()),
     removed === undefined ? undefined : findClient(deps.db, removed),
   ]);
+  const waitingOf = (clientId: string) => waiting.filter((row) => row.client_id === clientId).length;
+  const apps: ConnectedAppRow[] = connected.map((app) => ({ ...app, waiting: waitingOf(app.clientId) }));
+  // An app whose only tie is an approval its device has not yet picked up is listed too.
+  for (const row of waiting) {
+    if (apps.some((app) => app.clientId === row.client_id)) continue;
+    apps.push({ clientId: row.client_id, appName: row.client_name, appKind: row.client_kind, devices: 0, waiting: waitingOf(row.client_id), lastUsedAt: null });
+  }
+  apps.sort(byName);
   const stillConnected = apps.some((app) => app.clientId === removed);
   return { apps, removedApp: client && !stillConnected ? client.name : null };
 }
@@ -147,10 +202,16 @@ export async function signOutDevice(deps: Deps, userId: string, grantId: string,
 
 export type RemoveAccessOutcome = 'removed' | 'not_found';
 
-/** Revokes every grant of one app for this user (devices and web alike) and forgets their consent; other users keep theirs. */
+/**
+ * Revokes every grant of one app for this user (devices and web alike), cancels its approvals not
+ * yet picked up and forgets their consent; other users keep theirs.
+ */
 export async function removeAppAccess(deps: Deps, userId: string, clientId: string, ip: string | null): Promise<RemoveAccessOutcome> {
+  // First: an approval redeemed before this statement has its grant committed by then, so the
+  // revocation below finds it; one redeemed after it is not possible.
+  const cancelled = await cancelApprovedRequestsOfApp(deps.db, userId, clientId, deps.clock.now());
   const revoked = await revokeAndCountGrants(deps, { userId, clientId }, 'access_removed', ip);
   // After the tokens: the consent is what would let the app sign the user in again without asking.
   const forgotten = await forgetConsent(deps.db, userId, clientId);
-  return revoked.length > 0 || forgotten ? 'removed' : 'not_found';
+  return revoked.length > 0 || cancelled > 0 || forgotten ? 'removed' : 'not_found';
 }

@@ -1,11 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import qrcode from 'qrcode-terminal';
-import type { DeviceAuthorizationResponse } from '../oauth/device/authorization.js';
+import type { DeviceAuthorizationResponse, StandardDeviceAuthorizationResponse } from '../oauth/device/authorization.js';
 
 /**
  * A device simulator: behaves like a TV. It asks for a code, shows what a TV shows (user code,
- * verification URI, confirmation phrase, QR code of verification_uri_complete) and polls the
+ * verification URI, confirmation phrase when the app's devices show one, QR code of
+ * verification_uri_complete) and polls the
  * token endpoint honouring interval and slow_down, until approved, denied or expired.
  * The screen goes to `screen` (stderr); the token response is the result (stdout).
  */
@@ -120,7 +121,7 @@ export async function simulateDeviceLogin(options: LoginOptions): Promise<Record
   if (code.status !== 200) {
     throw new LoginStopped('error', `device code request refused: ${String(code.json.error)}: ${String(code.json.error_description ?? '')}`);
   }
-  const auth = code.json as unknown as DeviceAuthorizationResponse;
+  const auth = code.json as unknown as StandardDeviceAuthorizationResponse & Partial<DeviceAuthorizationResponse>;
 
   options.screen(
     [
@@ -129,8 +130,8 @@ export async function simulateDeviceLogin(options: LoginOptions): Promise<Record
       `  On your phone or computer, go to:  ${auth.verification_uri}`,
       `  and enter the code:                ${auth.user_code}`,
       '',
-      `  When asked, pick this phrase:      ${auth.confirmation_phrase}`,
-      '',
+      // An app registered without the phrase (--no-confirmation-phrase) gets none: nothing to pick.
+      ...(auth.confirmation_phrase === undefined ? [] : [`  When asked, pick this phrase:      ${auth.confirmation_phrase}`, '']),
       '  Or scan:',
       await qr(auth.verification_uri_complete),
       `  (the code expires in ${Math.round(auth.expires_in / 60)} minutes)`,

@@ -1,22 +1,20 @@
 import { existsSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import pino from 'pino';
 import { ZodError } from 'zod';
-import { buildAdminApp } from '../admin-app.js';
 import { normaliseEmail } from '../accounts/users.js';
 import { ConfigError, loadConfig } from '../config.js';
-import { connectDatabase, type DatabaseHandle } from '../db/connect.js';
+import type { DatabaseHandle } from '../db/connect.js';
 import { dataDirOwner, DataDirInUse } from '../db/data-dir-lock.js';
-import { migrateToLatest } from '../db/migrate.js';
-import { createDeps } from '../deps.js';
-import { systemClock } from '../lib/clock.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../lib/paging.js';
 import { packageVersion } from '../lib/paths.js';
-import { DEVICE_CODE_GRANT } from '../oauth/metadata.js';
-import { asConfigError, loadSealer, rewrapAll } from '../oauth/key-encryption.js';
 import { inProcessAdmin, remoteAdmin, type AdminTransport } from './admin-client.js';
-import { simulateDeviceLogin } from './login.js';
 import { readSecret, SecretInputError, secretInArgv, type SecretSources } from './secrets.js';
+
+// What only some commands need is imported when they run (about half a second of CPU saved for
+// --version, --help and every command sent to a running server's admin API): the database
+// drivers, the server's dependencies and routes, the key sealing, the device simulator.
+const database = () => import('../db/connect.js');
+const migrations = () => import('../db/migrate.js');
 
 /** Output printed one JSON document per line. */
 class JsonLines {
@@ -31,7 +29,10 @@ const USAGE = `usage: device-auth <command>
   migrate                       apply the schema's migrations (a server migrates at start)
   client create --name NAME --kind tv|bot|web --type public|confidential [--scope "openid profile email offline_access"]
                 [--introspection] [--grant-types "device_code refresh_token"] [--redirect-uri URL ...] [--dpop]
+                [--no-confirmation-phrase]
                                 --dpop: tokens only with a DPoP proof (RFC 9449 dpop_bound_access_tokens).
+                                --no-confirmation-phrase: its devices show no confirmation phrase (stock
+                                RFC 8628 clients such as oidc-agent); the approval page then asks none.
                                 --introspection: a confidential web app registered as a resource server,
                                 which may introspect tokens; no other app can be. Grant types default
                                 to what the kind always could: tv and bot "device_code refresh_token"
@@ -43,6 +44,7 @@ const USAGE = `usage: device-auth <command>
   client show CLIENT_ID
   client update CLIENT_ID [--name NAME] [--scope "SCOPES"] [--introspection | --no-introspection]
                 [--grant-types "GRANTS"] [--redirect-uri URL ... | --no-redirect-uris] [--dpop | --no-dpop]
+                [--confirmation-phrase | --no-confirmation-phrase]
                                 new requests are held to the new registration at once; issued tokens keep their scopes
   client rotate-secret CLIENT_ID [--grace SECONDS]
                                 a new secret, shown once; the old one keeps working for SECONDS (default 0)
@@ -76,7 +78,8 @@ const USAGE = `usage: device-auth <command>
                                 as KEY_ENCRYPTION_KEY_PREVIOUS, then drop it (README, "Key-encryption key")
   login --client CLIENT_ID [--secret-env VAR | --secret-stdin] [--issuer URL] [--scope SCOPE] [--dpop]
                                 a device simulator: shows a code and phrase like a TV, polls, prints the tokens;
-                                --dpop binds them to a fresh ES256 key (RFC 9449) and reads userinfo with it
+                                --dpop binds them to a fresh ES256 key (RFC 9449) and reads userinfo with it.
+                                Without --issuer: the running server's, found as the admin commands find it
   --help, -h                    after any command: its usage; nothing runs
   --version                     the program's version
 
@@ -136,11 +139,47 @@ export function helpFor(command: string | undefined, sub: string | undefined): s
 /** The database, directly: for `migrate`, which no server does for the CLI. */
 async function withDatabase<T>(run: (database: DatabaseHandle) => Promise<T>): Promise<T> {
   const config = loadConfig();
-  const database = await connectDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
+  const opened = await (await database()).connectDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
   try {
-    return await run(database);
+    return await run(opened);
   } finally {
-    await database.close();
+    await opened.close();
+  }
+}
+
+/**
+ * The admin API of a running server: ADMIN_URL, or in embedded mode the socket of the server
+ * holding DATA_DIR. Null when none is running (or none can be told from the environment).
+ */
+function runningServerAdmin(config: ReturnType<typeof loadConfig>): AdminTransport | null {
+  const { admin } = config;
+  if (admin.url) return remoteAdmin({ url: admin.url }, admin.token);
+  if (!config.databaseUrl && existsSync(config.dataDir)) {
+    const owner = dataDirOwner(config.dataDir);
+    if (owner) {
+      if (admin.socket !== null && existsSync(admin.socket)) return remoteAdmin({ socketPath: admin.socket }, admin.token);
+      // Held by something without an admin socket (another command, a server with ADMIN_SOCKET=off).
+      throw new DataDirInUse(config.dataDir, owner);
+    }
+  }
+  return null;
+}
+
+/**
+ * The issuer `login` talks to: --issuer, else the running server's own (asked through its admin
+ * API, found as every admin command finds it, so its PORT or ISSUER need not be repeated here),
+ * else this environment's ISSUER (or http://localhost:PORT).
+ */
+async function loginIssuer(given: string | undefined): Promise<{ issuer: string; how: string }> {
+  if (given !== undefined) return { issuer: given, how: '--issuer' };
+  const config = loadConfig();
+  const running = runningServerAdmin(config);
+  if (!running) return { issuer: config.issuer, how: config.issuer === `http://localhost:${config.port}` ? 'the default (no running server found)' : 'ISSUER' };
+  try {
+    const { issuer } = (await call(running, 'GET', '/admin/server')) as { issuer: string };
+    return { issuer, how: `the running server (${running.where})` };
+  } finally {
+    await running.close();
   }
 }
 
@@ -152,28 +191,30 @@ async function withDatabase<T>(run: (database: DatabaseHandle) => Promise<T>): P
 async function openAdmin(): Promise<AdminTransport> {
   const config = loadConfig();
   const { admin } = config;
-  if (admin.url) return remoteAdmin({ url: admin.url }, admin.token);
-  if (!config.databaseUrl && existsSync(config.dataDir)) {
-    const owner = dataDirOwner(config.dataDir);
-    if (owner) {
-      if (admin.socket !== null && existsSync(admin.socket)) return remoteAdmin({ socketPath: admin.socket }, admin.token);
-      // Held by something without an admin socket (another command, a server with ADMIN_SOCKET=off).
-      throw new DataDirInUse(config.dataDir, owner);
-    }
-  }
-  const database = await connectDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
+  const running = runningServerAdmin(config);
+  if (running) return running;
+  const [{ connectDatabase }, { migrateToLatest }, { createDeps }, { buildAdminApp }, { systemClock }, { default: pino }] = await Promise.all([
+    database(),
+    migrations(),
+    import('../deps.js'),
+    import('../admin-app.js'),
+    import('../lib/clock.js'),
+    import('pino'),
+  ]);
+  const opened = await connectDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 2 });
   try {
     // Commands work on a fresh data folder too; migrating is idempotent.
-    await migrateToLatest(database.db);
-    const deps = await createDeps({ database, config, log: pino({ level: 'silent' }), clock: systemClock });
+    await migrateToLatest(opened.db);
+    // Only a few commands show places (user devices): the others never read the location data.
+    const deps = await createDeps({ database: opened, config, log: pino({ level: 'silent' }), clock: systemClock, locationData: 'on-first-use' });
     const app = await buildAdminApp(deps, { listener: 'socket', logger: false });
     return inProcessAdmin(app, admin.token, async () => {
       await app.close();
       await deps.close();
-      await database.close();
+      await opened.close();
     });
   } catch (error) {
-    await database.close();
+    await opened.close();
     throw error;
   }
 }
@@ -224,7 +265,8 @@ function scopeList(given: string): string[] {
 }
 
 /** RFC 8628's grant has a URN for a name; the CLI also takes its last part. */
-function grantTypeList(given: string): string[] {
+async function grantTypeList(given: string): Promise<string[]> {
+  const { DEVICE_CODE_GRANT } = await import('../oauth/metadata.js');
   return scopeList(given).map((grant) => (grant === 'device_code' ? DEVICE_CODE_GRANT : grant));
 }
 
@@ -233,6 +275,13 @@ function wholeSeconds(given: string | undefined, name: string): number | undefin
   const value = Number(given);
   if (!/^\d+$/.test(given) || !Number.isSafeInteger(value)) throw new UsageError(`--${name} must be a whole number of seconds`);
   return value;
+}
+
+/** --confirmation-phrase / --no-confirmation-phrase: true, false, or undefined when neither is given. */
+function phraseSetting(values: Options): boolean | undefined {
+  if (values['confirmation-phrase'] && values['no-confirmation-phrase']) throw new UsageError('give --confirmation-phrase or --no-confirmation-phrase, not both');
+  if (values['confirmation-phrase']) return true;
+  return values['no-confirmation-phrase'] ? false : undefined;
 }
 
 async function clientCommand(sub: string | undefined, rest: string[]): Promise<unknown> {
@@ -247,8 +296,11 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       'grant-types': { type: 'string' },
       'redirect-uri': { type: 'string', multiple: true },
       dpop: { type: 'boolean' },
+      'confirmation-phrase': { type: 'boolean' },
+      'no-confirmation-phrase': { type: 'boolean' },
     });
     if (values.introspection && values['no-introspection']) throw new UsageError('give --introspection or --no-introspection, not both');
+    const confirmationPhrase = phraseSetting(values);
     const body = {
       name: required(values, 'name'),
       kind: required(values, 'kind'),
@@ -257,9 +309,10 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       // Absent: not a resource server (--no-introspection, its old opposite, still says so explicitly).
       ...(values.introspection && { introspection: true }),
       ...(values['no-introspection'] && { introspection: false }),
-      ...(values['grant-types'] !== undefined && { grant_types: grantTypeList(values['grant-types']) }),
+      ...(values['grant-types'] !== undefined && { grant_types: await grantTypeList(values['grant-types']) }),
       ...(values['redirect-uri'] !== undefined && { redirect_uris: values['redirect-uri'] }),
       ...(values.dpop && { dpop_bound_access_tokens: true }),
+      ...(confirmationPhrase !== undefined && { confirmation_phrase: confirmationPhrase }),
     };
     return withAdmin((admin) => call(admin, 'POST', '/admin/clients', body));
   }
@@ -279,24 +332,28 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       'no-redirect-uris': { type: 'boolean' },
       dpop: { type: 'boolean' },
       'no-dpop': { type: 'boolean' },
+      'confirmation-phrase': { type: 'boolean' },
+      'no-confirmation-phrase': { type: 'boolean' },
     });
     const clientId = onePositional(positionals, 'CLIENT_ID');
     if (values.introspection && values['no-introspection']) throw new UsageError('give --introspection or --no-introspection, not both');
     if (values['redirect-uri'] && values['no-redirect-uris']) throw new UsageError('give --redirect-uri or --no-redirect-uris, not both');
     if (values.dpop && values['no-dpop']) throw new UsageError('give --dpop or --no-dpop, not both');
+    const confirmationPhrase = phraseSetting(values);
     const changes = {
       ...(values.name !== undefined && { name: values.name }),
       ...(values.scope !== undefined && { scopes: scopeList(values.scope) }),
       ...(values.introspection && { introspection: true }),
       ...(values['no-introspection'] && { introspection: false }),
-      ...(values['grant-types'] !== undefined && { grant_types: grantTypeList(values['grant-types']) }),
+      ...(values['grant-types'] !== undefined && { grant_types: await grantTypeList(values['grant-types']) }),
       ...(values['redirect-uri'] !== undefined && { redirect_uris: values['redirect-uri'] }),
       ...(values['no-redirect-uris'] && { redirect_uris: [] }),
       ...(values.dpop && { dpop_bound_access_tokens: true }),
       ...(values['no-dpop'] && { dpop_bound_access_tokens: false }),
+      ...(confirmationPhrase !== undefined && { confirmation_phrase: confirmationPhrase }),
     };
     if (Object.keys(changes).length === 0) {
-      throw new UsageError('nothing to change: give --name, --scope, --introspection, --no-introspection, --grant-types, --redirect-uri, --no-redirect-uris, --dpop or --no-dpop');
+      throw new UsageError('nothing to change: give --name, --scope, --introspection, --no-introspection, --grant-types, --redirect-uri, --no-redirect-uris, --dpop, --no-dpop, --confirmation-phrase or --no-confirmation-phrase');
     }
     return withAdmin((admin) => call(admin, 'PATCH', `/admin/clients/${segment(clientId)}`, changes, { notFound: noClient(clientId) }));
   }
@@ -397,6 +454,11 @@ async function keysCommand(sub: string | undefined, rest: string[]): Promise<unk
       if (owner) throw new DataDirInUse(config.dataDir, owner);
     }
     if (!config.keyEncryption.current && config.databaseUrl) throw new UsageError('set KEY_ENCRYPTION_KEY (the new key) and KEY_ENCRYPTION_KEY_PREVIOUS (the old one)');
+    const [{ migrateToLatest }, { asConfigError, loadSealer, rewrapAll }, { default: pino }] = await Promise.all([
+      migrations(),
+      import('../oauth/key-encryption.js'),
+      import('pino'),
+    ]);
     return withDatabase(async (d) => {
       await migrateToLatest(d.db);
       try {
@@ -427,6 +489,7 @@ export async function runCli(argv: string[], secrets: SecretSources = processSec
         const owner = dataDirOwner(config.dataDir);
         if (owner) throw new DataDirInUse(config.dataDir, owner);
       }
+      const { migrateToLatest } = await migrations();
       return withDatabase((d) => migrateToLatest(d.db));
     }
     case 'client': {
@@ -457,7 +520,8 @@ export async function runCli(argv: string[], secrets: SecretSources = processSec
       // A public client (a TV) has no secret: one is read only when asked for.
       const clientSecret =
         values['secret-env'] !== undefined || values['secret-stdin'] ? await readSecret('client secret', values['secret-env'], secrets) : undefined;
-      const issuer = values.issuer ?? loadConfig().issuer;
+      const { issuer, how } = await loginIssuer(values.issuer);
+      const { simulateDeviceLogin } = await import('./login.js');
       try {
         return await simulateDeviceLogin({
           issuer,
@@ -470,7 +534,7 @@ export async function runCli(argv: string[], secrets: SecretSources = processSec
       } catch (error) {
         if (error instanceof TypeError) {
           const cause = error.cause instanceof Error ? `: ${error.cause.message}` : '';
-          throw new Error(`cannot reach the server: ${error.message}${cause}`);
+          throw new Error(`cannot reach the server at ${issuer} (from ${how}): ${error.message}${cause}; is it running? Pass --issuer with its ISSUER`);
         }
         throw error;
       }

@@ -8,7 +8,7 @@ export type ClientKind = 'tv' | 'bot' | 'web';
 export type ClientType = 'public' | 'confidential';
 export type DeviceRequestStatus = 'pending' | 'approved' | 'denied' | 'redeemed';
 /** policy: the operator's proximity policy refused the request (proximity.ts). */
-export type DeniedReason = 'user_denied' | 'wrong_phrase' | 'user_banned' | 'policy';
+export type DeniedReason = 'user_denied' | 'wrong_phrase' | 'user_banned' | 'policy' | 'redeemer_mismatch';
 
 export interface ClientsTable {
   client_id: string;
@@ -28,6 +28,8 @@ export interface ClientsTable {
   redirect_uris: Generated<string[]>;
   /** RFC 9449 §5.2 dpop_bound_access_tokens: tokens only with a DPoP proof. */
   require_dpop: Generated<boolean>;
+  /** Whether its devices show the confirmation phrase (stock RFC 8628 clients do not). */
+  confirmation_phrase: Generated<boolean>;
   created_at: DefaultedTimestamp;
   disabled_at: Timestamp | null;
 }
@@ -97,6 +99,12 @@ export interface GrantsTable {
   current_refresh_hash: Uint8Array | null;
   /** RFC 9449: the thumbprint of the key every refresh must prove; null for an unbound grant. */
   dpop_jkt: Generated<string | null>;
+  /** Device flow only: where the approver was, which a later refresh is compared with (proximity.ts). */
+  approver_ip: Generated<string | null>;
+  /** Device flow only: where the tokens were collected from, and what its check came to (assessRedeemer). */
+  redeemer_ip: Generated<string | null>;
+  redeemer_action: Generated<'allow' | 'warn' | null>;
+  redeemer_signals: Generated<string[] | null>;
 }
 
 export interface DeviceRequestsTable {
@@ -111,8 +119,9 @@ export interface DeviceRequestsTable {
   platform_icon: string | null;
   /** The icon once the server has fetched and stored it (platform_icons); null until then, or for good when the fetch failed. */
   platform_icon_sha256: Generated<Uint8Array | null>;
-  phrase: string;
-  phrase_choices: string[];
+  /** The phrase the device shows and the choices the approval page offers; both null when its app's devices show none. */
+  phrase: string | null;
+  phrase_choices: string[] | null;
   status: ColumnType<DeviceRequestStatus, DeviceRequestStatus | undefined, DeviceRequestStatus>;
   denied_reason: DeniedReason | null;
   interval_seconds: number;
@@ -132,6 +141,10 @@ export interface DeviceRequestsTable {
   decision_context: ColumnType<unknown, string | null | undefined, string | null>;
   /** RFC 9449 (draft-parecki-oauth-dpop-device-flow): every poll must prove this key. */
   dpop_jkt: Generated<string | null>;
+  /** Where the approver was, stored with the approval so the poll's own statement returns it. */
+  approver_ip: Generated<string | null>;
+  /** A redeeming poll the policy refused (denied_reason redeemer_mismatch): where it came from. */
+  redeemer_ip: Generated<string | null>;
 }
 
 export interface RefreshTokensTable {

@@ -21,7 +21,8 @@
  *   are not server farms (transit carriers, universities, banks, a water district), so they were
  *   not copied whole.
  * - Left out on purpose: Cloudflare (AS13335) and the Akamai CDN networks, because consumer VPNs
- *   (Cloudflare WARP, iCloud Private Relay) send ordinary people's browsing from them; transit
+ *   (Cloudflare WARP, iCloud Private Relay) send ordinary people's browsing from them: they are on
+ *   the relay list (relay-networks.ts), a signal of its own; transit
  *   carriers such as Hurricane Electric and Cogent.
  * - Google (AS15169) and Microsoft (AS8075) also carry their own offices' traffic: a person at work
  *   there would be classed as on a hosting network.

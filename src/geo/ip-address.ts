@@ -187,3 +187,42 @@ export function classify(address: ParsedAddress): AddressKind {
   for (const rule of ipv6Rules) if (inPrefix6(address.words, rule.network, rule.length)) return rule.kind;
   return 'unknown';
 }
+
+/** Whether two addresses share their first `length` bits: IPv6 only; two IPv4 addresses must be equal, and versions never mix. */
+export function sharePrefix(a: ParsedAddress, b: ParsedAddress, length: number): boolean {
+  if (a.version === 4) return b.version === 4 && a.value === b.value;
+  if (b.version === 4) return false;
+  const masked = b.words.map((word, k) => {
+    const bits = Math.min(32, Math.max(0, length - 32 * k));
+    return bits === 0 ? 0 : (word & ((0xffffffff << (32 - bits)) >>> 0)) >>> 0;
+  });
+  return inPrefix6(a.words, masked, Math.min(128, length));
+}
+
+/**
+ * A test of "is this one of these addresses or networks", from entries such as TRUST_PROXY's:
+ * `192.0.2.10`, `10.0.0.0/8`, `2001:db8::/32`. Entries that are neither (the names `loopback`,
+ * `linklocal`, `uniquelocal` that fastify also accepts) match nothing here: those addresses are
+ * never public anyway.
+ */
+export function addressMatcher(entries: readonly string[]): (address: ParsedAddress) => boolean {
+  const networks: { network: ParsedAddress; length: number }[] = [];
+  for (const entry of entries) {
+    const [text = '', prefix] = entry.split('/');
+    const network = parseAddress(text);
+    if (network === null) continue;
+    const width = network.version === 4 ? 32 : 128;
+    const length = prefix === undefined ? width : Number(prefix);
+    if (!Number.isInteger(length) || length < 0 || length > width) continue;
+    networks.push({ network, length });
+  }
+  return (address) =>
+    networks.some(({ network, length }) => {
+      if (network.version === 4) {
+        if (address.version !== 4) return false;
+        const mask = length === 0 ? 0 : (0xffffffff << (32 - length)) >>> 0;
+        return ((network.value & mask) >>> 0) === ((address.value & mask) >>> 0);
+      }
+      return sharePrefix(network, address, length);
+    });
+}

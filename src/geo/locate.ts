@@ -1,17 +1,22 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { open as openMaxMindDb, type CityResponse, type Reader, type Response } from 'maxmind';
+import { open as openMaxMindDb, Reader, type CityResponse, type Response } from 'maxmind';
 import { AsnTable } from './asn-table.js';
 import { HOSTING_NETWORKS } from './hosting-networks.js';
-import { classify, parseAddress, type AddressKind } from './ip-address.js';
+import { RELAY_NETWORKS } from './relay-networks.js';
+import { addressMatcher, classify, parseAddress, type AddressKind } from './ip-address.js';
 
 export type { AddressKind } from './ip-address.js';
+
+/** 'proxy': one of the server's own trusted proxies (TRUST_PROXY), which says nothing of who is behind it. */
+export type PlaceKind = AddressKind | 'proxy';
 
 export interface Place {
   /** As given, except: an IPv4-mapped IPv6 address becomes the IPv4 address, IPv6 is canonical (RFC 5952), and text that is no address is cut to 64 characters. */
   address: string;
-  /** 'unknown' = not an IP address, or reserved/unroutable otherwise. */
-  kind: AddressKind;
+  /** 'unknown' = not an IP address, or reserved/unroutable otherwise. Only 'public' is ever located. */
+  kind: PlaceKind;
   /** ISO 3166-1 alpha-2, e.g. 'DE'. */
   country: string | null;
   /** English name, e.g. 'Germany'. */
@@ -23,6 +28,8 @@ export interface Place {
   network: string | null;
   /** The AS is on the hosting/datacenter list (src/geo/hosting-networks.ts). */
   hosting: boolean;
+  /** The AS is on the relay/VPN/CDN egress list (src/geo/relay-networks.ts): shared by many unrelated people. */
+  relay: boolean;
 }
 
 export interface Geo {
@@ -79,15 +86,42 @@ function loadShippedData(): Promise<ShippedData> {
   return shipped;
 }
 
+/** loadShippedData, read synchronously (for geoOnFirstUse); shares the one copy either way. */
+function loadShippedDataSync(): ShippedData {
+  const data = {
+    countries: new Reader<Response>(readFileSync(require.resolve(COUNTRY_DATABASE))),
+    asns: AsnTable.fromCsv(readFileSync(require.resolve(ASN_IPV4_CSV)), readFileSync(require.resolve(ASN_IPV6_CSV))),
+  };
+  shipped ??= Promise.resolve(data);
+  return data;
+}
+
+function unreadableCityDatabase(path: string, error: unknown): GeoDatabaseError {
+  const code = (error as NodeJS.ErrnoException).code;
+  return new GeoDatabaseError(code ? `cannot read ${path} (${code})` : `${path} is not a MaxMind DB file`);
+}
+
 async function openCityDatabase(path: string): Promise<Reader<CityResponse>> {
   let reader: Reader<CityResponse>;
   try {
     reader = await openMaxMindDb<CityResponse>(path);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const reason = code ? `cannot read ${path} (${code})` : `${path} is not a MaxMind DB file`;
-    throw new GeoDatabaseError(reason);
+    throw unreadableCityDatabase(path, error);
   }
+  return checkCityDatabase(path, reader);
+}
+
+function openCityDatabaseSync(path: string): Reader<CityResponse> {
+  let reader: Reader<CityResponse>;
+  try {
+    reader = new Reader<CityResponse>(readFileSync(path));
+  } catch (error) {
+    throw unreadableCityDatabase(path, error);
+  }
+  return checkCityDatabase(path, reader);
+}
+
+function checkCityDatabase(path: string, reader: Reader<CityResponse>): Reader<CityResponse> {
   const type: unknown = reader.metadata.databaseType;
   if (typeof type !== 'string') throw new GeoDatabaseError(`${path} is not a MaxMind DB file`);
   // GeoIP2/GeoLite2 City, GeoIP2 Enterprise and DB-IP's City Lite all carry city names.
@@ -98,6 +132,7 @@ async function openCityDatabase(path: string): Promise<Reader<CityResponse>> {
 }
 
 const hostingAsns: ReadonlySet<number> = new Set(HOSTING_NETWORKS.map((entry) => entry.asn));
+const relayAsns: ReadonlySet<number> = new Set(RELAY_NETWORKS.map((entry) => entry.asn));
 const regionNames = new Intl.DisplayNames(['en'], { type: 'region', fallback: 'none' });
 const countryNames = new Map<string, string | null>();
 
@@ -120,26 +155,51 @@ const MAX_ECHOED = 64;
 
 function notAnAddress(given: string): Place {
   const address = given.length > MAX_ECHOED ? Array.from(given).slice(0, MAX_ECHOED).join('') : given;
-  return { address, kind: 'unknown', country: null, countryName: null, city: null, asn: null, network: null, hosting: false };
+  return { address, kind: 'unknown', country: null, countryName: null, city: null, asn: null, network: null, hosting: false, relay: false };
 }
 
 /**
  * Country and network of an address from the data shipped as npm packages, loaded once per
  * process; with `cityDatabase` (GEOIP_DATABASE), also its city. No lookup leaves the machine.
- * A City database that cannot be used rejects with GeoDatabaseError.
+ * A City database that cannot be used rejects with GeoDatabaseError. An address of `trustedProxies`
+ * (TRUST_PROXY's addresses and networks) is of kind 'proxy' and located nowhere: a request that
+ * shows the proxy's own address came through it without saying from where.
  */
-export async function loadGeo(options: { cityDatabase?: string | undefined }): Promise<Geo> {
+export async function loadGeo(options: { cityDatabase?: string | undefined; trustedProxies?: readonly string[] | undefined }): Promise<Geo> {
   const [data, city] = await Promise.all([
     loadShippedData(),
     options.cityDatabase === undefined ? null : openCityDatabase(options.cityDatabase),
   ]);
-  const { countries, asns } = data;
+  return locator(data, city, options.trustedProxies ?? []);
+}
+
+/**
+ * loadGeo, but the data is read (synchronously) at the first locate(): for the CLI, most of whose
+ * commands never locate anything and should not pay a few hundred milliseconds for it. A City
+ * database that cannot be used throws GeoDatabaseError at that first locate().
+ */
+export function geoOnFirstUse(options: { cityDatabase?: string | undefined; trustedProxies?: readonly string[] | undefined }): Geo {
+  let geo: Geo | null = null;
+  return {
+    locate(given: string): Place {
+      geo ??= locator(
+        loadShippedDataSync(),
+        options.cityDatabase === undefined ? null : openCityDatabaseSync(options.cityDatabase),
+        options.trustedProxies ?? [],
+      );
+      return geo.locate(given);
+    },
+  };
+}
+
+function locator({ countries, asns }: ShippedData, city: Reader<CityResponse> | null, trustedProxies: readonly string[]): Geo {
+  const isTrustedProxy = addressMatcher(trustedProxies);
   return {
     locate(given: string): Place {
       const parsed = parseAddress(given);
       if (parsed === null) return notAnAddress(given);
-      const kind = classify(parsed);
-      const place: Place = { address: parsed.text, kind, country: null, countryName: null, city: null, asn: null, network: null, hosting: false };
+      const kind = isTrustedProxy(parsed) ? 'proxy' : classify(parsed);
+      const place: Place = { address: parsed.text, kind, country: null, countryName: null, city: null, asn: null, network: null, hosting: false, relay: false };
       if (kind !== 'public') return place;
       const cityRecord = city?.get(parsed.text) ?? null;
       // MaxMind's country is the better one where it has the address: and city and country then agree.
@@ -150,6 +210,7 @@ export async function loadGeo(options: { cityDatabase?: string | undefined }): P
       if (place.asn !== null) {
         place.network = asns.organisation(place.asn);
         place.hosting = hostingAsns.has(place.asn);
+        place.relay = relayAsns.has(place.asn);
       }
       return place;
     },

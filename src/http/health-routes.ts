@@ -4,8 +4,9 @@ import type { Deps } from '../deps.js';
 import { migrationsAreCurrent } from '../db/migrate.js';
 import { describeUnavailable, isDatabaseUnavailable } from '../db/unavailable.js';
 import { CounterStoreUnavailableError } from '../rate-limits/store.js';
+import type { ForwardingWatch } from './plugins/untrusted-forwarding.js';
 
-export function healthRoutes(app: FastifyInstance, deps: Deps): void {
+export function healthRoutes(app: FastifyInstance, deps: Deps, forwarding?: ForwardingWatch): void {
   // Liveness: the process answers. Never touches the database, so an outage does not get it restarted.
   app.get('/healthz', async (_request, reply) => reply.header('Cache-Control', 'no-store').send({ status: 'ok' }));
 
@@ -16,7 +17,9 @@ export function healthRoutes(app: FastifyInstance, deps: Deps): void {
       await sql`SELECT 1`.execute(deps.db);
       if (!(await migrationsAreCurrent(deps.db))) return reply.code(503).send({ status: 'unavailable', reason: 'migrations pending' });
       await deps.counterStore.ping();
-      return reply.send({ status: 'ready' });
+      // A misconfiguration the operator should fix, yet the server serves: a detail, not a 503.
+      const untrustedForwarding = forwarding?.detail() ?? null;
+      return reply.send(untrustedForwarding ? { status: 'ready', detail: { untrusted_forwarding: untrustedForwarding } } : { status: 'ready' });
     } catch (error) {
       if (error instanceof CounterStoreUnavailableError) {
         request.log.warn({ reason: error.message }, 'readiness check failed');

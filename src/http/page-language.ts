@@ -22,7 +22,8 @@ export function languageModel(request: FastifyRequest, reply: FastifyReply) {
     i18n,
     t: i18n.t,
     html: i18n.html,
-    timeTag: (date: Date) => new Markup(`<time datetime="${date.toISOString()}">${escapeHtml(i18n.time(date))}</time>`),
+    /** How long before `now` (the page's deps.clock) a date was; the element carries the exact instant. */
+    timeTag: (date: Date, now: Date) => new Markup(`<time datetime="${date.toISOString()}">${escapeHtml(i18n.ago(date, now))}</time>`),
     placeText: (place: PlaceFacts) => describePlace(i18n, place, 'list'),
   };
 }

@@ -93,6 +93,12 @@ export interface Translator {
   html(key: MessageKey, values?: MarkupValues): string;
   /** "21 Nov 2026, 21:04 UTC" in the language's own way: the server cannot know the reader's time zone. */
   time(date: Date): string;
+  /**
+   * "3 minutes ago", "yesterday", "2 months ago": how long before `now` a date was, in the
+   * language's own words. Pages show times this way (issue 27 §5): it needs no time zone, and
+   * pages run no script that could convert one.
+   */
+  ago(date: Date, now: Date): string;
   /** A country's name in this language, from its ISO 3166-1 code. */
   country(code: string): string;
   /** What a scope lets an app do ("See your name"); an unknown scope is shown by its name. */
@@ -112,6 +118,15 @@ function readCatalogue(file: string) {
   return catalogueFile.parse(JSON.parse(readFileSync(file, 'utf8')));
 }
 
+/** The unit a past time is told in: the largest whose size it exceeds ([unit, seconds in one, told in it below]). */
+const AGO_UNITS: readonly (readonly [Intl.RelativeTimeFormatUnit, number, number])[] = [
+  ['minute', 60, 3600],
+  ['hour', 3600, 86_400],
+  ['day', 86_400, 30 * 86_400],
+  ['month', 30 * 86_400, 365 * 86_400],
+  ['year', 365 * 86_400, Infinity],
+];
+
 function buildTranslator(language: string, locale: string, formats: Map<string, CompiledMessage>): Translator {
   const dateTime = new Intl.DateTimeFormat(locale, {
     day: 'numeric',
@@ -123,6 +138,7 @@ function buildTranslator(language: string, locale: string, formats: Map<string, 
     timeZone: 'UTC',
   });
   const regions = new Intl.DisplayNames([locale], { type: 'region', fallback: 'code' });
+  const relative = new Intl.RelativeTimeFormat(locale, { numeric: 'auto' });
   const message = (key: MessageKey) => {
     const compiled = formats.get(key);
     if (!compiled) throw new Error(`no message ${key} in the English catalogue`);
@@ -146,6 +162,12 @@ function buildTranslator(language: string, locale: string, formats: Map<string, 
       return Array.isArray(result) ? result.map(toMarkup).join('') : toMarkup(result);
     },
     time: (date) => `${dateTime.format(date)} UTC`,
+    ago: (date, now) => {
+      const seconds = Math.max(0, (now.getTime() - date.getTime()) / 1000);
+      if (seconds < 60) return t('time.minutes_ago', { minutes: 0 });
+      const [unit, size] = AGO_UNITS.find(([, size, below]) => seconds < below) ?? AGO_UNITS[AGO_UNITS.length - 1]!;
+      return relative.format(-Math.floor(seconds / size), unit);
+    },
     country: (code) => regions.of(code) ?? code,
     scope: (name) => {
       const key = `scope.${name}`;

@@ -10,6 +10,7 @@ const KIND_WORDS: Record<Place['kind'], MessageKey> = {
   loopback: 'place.loopback',
   'link-local': 'place.link_local',
   unknown: 'place.unknown_address',
+  proxy: 'place.proxy',
 };
 
 /** "Berlin, Germany", "Germany", or what kind of address it is ("a private network"). */

@@ -16,11 +16,38 @@ export function addressKey(ip: string, ipv6Prefix: number): string {
   if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
     return `${groups[6]! >> 8}.${groups[6]! & 0xff}.${groups[7]! >> 8}.${groups[7]! & 0xff}`;
   }
+  return prefixKey(groups, ipv6Prefix);
+}
+
+/**
+ * The networks a client address belongs to, from its own to the widest that a shared budget
+ * weighs (issue 28 §1): an IPv4 address and its /24; an IPv6 address's /64, /56 and /48. Each is
+ * named so that no two levels share a name. Anything else (no address at all) is its own network.
+ */
+export function addressPrefixes(ip: string): string[] {
+  if (!ip.includes(':')) {
+    if (!isIPv4(ip)) return [ip.slice(0, 64)];
+    return [ip, `${ip.slice(0, ip.lastIndexOf('.'))}.0/24`];
+  }
+  const bare = ip.split('%', 1)[0]!;
+  if (!isIPv6(bare)) return [ip.slice(0, 64)];
+  const groups = expandIPv6(bare);
+  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
+    const v4 = `${groups[6]! >> 8}.${groups[6]! & 0xff}.${groups[7]! >> 8}`;
+    return [`${v4}.${groups[7]! & 0xff}`, `${v4}.0/24`];
+  }
+  // As prefixKey would write them, without masking eight groups three times (this runs on every poll).
+  const head = `${groups[0]!.toString(16)}:${groups[1]!.toString(16)}:${groups[2]!.toString(16)}`;
+  return [`${head}:${groups[3]!.toString(16)}:0:0:0:0/64`, `${head}:${(groups[3]! & 0xff00).toString(16)}:0:0:0:0/56`, `${head}:0:0:0:0:0/48`];
+}
+
+/** An IPv6 address's first `prefix` bits, as `a:b:…:0/prefix`. */
+function prefixKey(groups: readonly number[], prefix: number): string {
   const masked = groups.map((group, index) => {
-    const bitsKept = Math.min(16, Math.max(0, ipv6Prefix - index * 16));
+    const bitsKept = Math.min(16, Math.max(0, prefix - index * 16));
     return bitsKept === 16 ? group : bitsKept === 0 ? 0 : group & ((0xffff << (16 - bitsKept)) & 0xffff);
   });
-  return `${masked.map((g) => g.toString(16)).join(':')}/${ipv6Prefix}`;
+  return `${masked.map((g) => g.toString(16)).join(':')}/${prefix}`;
 }
 
 /** The eight 16-bit groups of a valid IPv6 address (with or without an IPv4 tail, :: anywhere). */

@@ -22,6 +22,8 @@ export interface Client {
   redirectUris: readonly string[];
   /** RFC 9449 §5.2 dpop_bound_access_tokens: its token requests must carry a DPoP proof. */
   requireDpop: boolean;
+  /** Whether its devices show the confirmation phrase; stock RFC 8628 clients do not, and their approval asks none. */
+  confirmationPhrase: boolean;
 }
 
 export interface ClientCredentials {
@@ -31,8 +33,8 @@ export interface ClientCredentials {
   clientId: string | undefined;
   /** client_secret from the form, if any. */
   clientSecret: string | undefined;
-  /** Whether this endpoint accepts client_secret_post (the token endpoint); elsewhere a secret in the body is refused. */
-  secretInBody: boolean;
+  /** Whether the form carries client_assertion or client_assertion_type (RFC 7521 §4.2), a method this server does not support. */
+  assertion: boolean;
 }
 
 /** One form-urlencoded half of the Basic credentials, decoded strictly; null if it cannot be stored text. */
@@ -188,29 +190,39 @@ function registeredClient(row: NonNullable<Awaited<ReturnType<typeof findClient>
     grantTypes: row.grant_types,
     redirectUris: row.redirect_uris,
     requireDpop: row.require_dpop,
+    confirmationPhrase: row.confirmation_phrase,
     secretHash: row.secret_hash ? Buffer.from(row.secret_hash) : null,
     previousSecretHash: row.previous_secret_hash ? Buffer.from(row.previous_secret_hash) : null,
     previousSecretUntil: row.previous_secret_expires_at?.getTime() ?? 0,
   };
 }
 
+/** RFC 6749 §5.2: a method the server does not support is invalid_client, like a failed one. */
+const UNSUPPORTED_METHOD = 'unsupported client authentication method: use HTTP Basic (client_secret_basic) or client_secret in the body (client_secret_post), or client_id alone for a public client';
+
 /**
  * Who the request claims to be, and the secret if it gave one: HTTP Basic (client_secret_basic)
  * or client_id and client_secret in the body (client_secret_post), never both (RFC 6749 §2.3).
+ * An empty secret is no secret: public clients in "header mode" (oidc-agent) send Basic
+ * `client_id:` with an empty password, and some send `client_secret=` empty in the form.
  */
 function presentedCredentials(credentials: ClientCredentials): { id: string; secret: string | undefined } {
-  const { authorization, clientId, clientSecret, secretInBody } = credentials;
-  if (clientSecret !== undefined && !secretInBody) {
-    throw invalidRequest('client_secret is not accepted in the body here; send client credentials with HTTP Basic');
+  const { authorization, clientId, clientSecret, assertion } = credentials;
+  const basic = authorization !== undefined && /^basic /i.test(authorization);
+  const otherScheme = authorization !== undefined && !basic;
+  const secretInBody = clientSecret !== undefined && clientSecret !== '';
+  // RFC 6749 §2.3: a client MUST NOT use more than one authentication method in each request.
+  if ([basic || otherScheme, secretInBody, assertion].filter(Boolean).length > 1) {
+    throw invalidRequest('use one way to authenticate: HTTP Basic, client_secret in the body or a client assertion, not several');
   }
-  if (authorization !== undefined && /^basic /i.test(authorization)) {
-    if (clientSecret !== undefined) throw invalidRequest('use one way to authenticate: HTTP Basic or client_secret in the body, not both');
+  if (otherScheme || assertion) throw invalidClient(UNSUPPORTED_METHOD);
+  if (basic) {
     const { id, secret } = decodeBasic(authorization);
     if (clientId !== undefined && clientId !== id) throw invalidRequest('client_id does not match the HTTP Basic credentials');
-    return { id, secret };
+    return { id, secret: secret === '' ? undefined : secret };
   }
-  if (clientId !== undefined) return { id: clientId, secret: clientSecret };
-  if (clientSecret !== undefined) throw invalidRequest('client_secret needs its client_id');
+  if (clientId !== undefined) return { id: clientId, secret: secretInBody ? clientSecret : undefined };
+  if (secretInBody) throw invalidClient('client_secret needs its client_id');
   throw invalidClient('client authentication is required: HTTP Basic or client_secret_post for confidential clients, client_id for public clients');
 }
 
@@ -242,6 +254,7 @@ export function publicView(client: RegisteredClient): Client {
     grantTypes: client.grantTypes,
     redirectUris: client.redirectUris,
     requireDpop: client.requireDpop,
+    confirmationPhrase: client.confirmationPhrase,
   };
 }
 
@@ -253,8 +266,9 @@ export function requireGrantType(client: Client, grantType: string): void {
 export const DISABLED_APP = 'this app is disabled';
 
 /**
- * RFC 6749 §2.3: confidential clients authenticate with HTTP Basic (client_secret_basic);
- * public clients identify themselves with client_id (auth method none). A disabled app is refused.
+ * RFC 6749 §2.3: confidential clients authenticate with HTTP Basic (client_secret_basic) or
+ * client_secret_post; public clients identify themselves with client_id, in the form or as Basic
+ * with an empty password (auth method none). A disabled app is refused.
  */
 export async function authenticateClient(clients: ClientDirectory, credentials: ClientCredentials): Promise<Client> {
   const { id, secret } = presentedCredentials(credentials);

@@ -78,6 +78,8 @@ export const newClientSchema = z
     redirect_uris: redirectUris.default([]),
     /** RFC 9449 §5.2: tokens only with a DPoP proof. */
     dpop_bound_access_tokens: z.boolean().default(false),
+    /** Whether its devices show the confirmation phrase; stock RFC 8628 clients (oidc-agent) do not. */
+    confirmation_phrase: z.boolean().default(true),
   })
   .refine((client) => !client.introspection || isResourceServerShape(client), {
     message: 'only a confidential web app can be a resource server that introspects tokens',
@@ -103,6 +105,7 @@ export interface CreatedClient {
   grant_types: string[];
   redirect_uris: string[];
   dpop_bound_access_tokens: boolean;
+  confirmation_phrase: boolean;
 }
 
 /** Client secrets have 256 random bits, so a SHA-256 hash protects them at rest without argon2's cost. */
@@ -117,6 +120,7 @@ export async function createClient(
     grant_types?: string[];
     redirect_uris?: string[];
     dpop_bound_access_tokens?: boolean;
+    confirmation_phrase?: boolean;
   },
 ): Promise<CreatedClient> {
   const valid = newClientSchema.parse(input);
@@ -137,6 +141,7 @@ export async function createClient(
     grant_types: grants,
     redirect_uris: redirects,
     require_dpop: valid.dpop_bound_access_tokens,
+    confirmation_phrase: valid.confirmation_phrase,
   });
   return {
     client_id: clientId,
@@ -145,6 +150,7 @@ export async function createClient(
     grant_types: grants,
     redirect_uris: redirects,
     dpop_bound_access_tokens: valid.dpop_bound_access_tokens,
+    confirmation_phrase: valid.confirmation_phrase,
   };
 }
 
@@ -159,6 +165,7 @@ export interface ClientView {
   grant_types: string[];
   redirect_uris: string[];
   dpop_bound_access_tokens: boolean;
+  confirmation_phrase: boolean;
   created_at: string;
   disabled: boolean;
 }
@@ -174,6 +181,7 @@ function toClientView(row: Awaited<ReturnType<typeof listClients>>[number]): Cli
     grant_types: row.grant_types,
     redirect_uris: row.redirect_uris,
     dpop_bound_access_tokens: row.require_dpop,
+    confirmation_phrase: row.confirmation_phrase,
     created_at: row.created_at.toISOString(),
     disabled: row.disabled_at !== null,
   };
@@ -196,6 +204,7 @@ export const clientChangesSchema = z
     grant_types: grantTypes.optional(),
     redirect_uris: redirectUris.optional(),
     dpop_bound_access_tokens: z.boolean().optional(),
+    confirmation_phrase: z.boolean().optional(),
   })
   .strict();
 
@@ -204,7 +213,8 @@ export type ClientChanges = z.input<typeof clientChangesSchema>;
 export type ClientChangeOutcome = { kind: 'changed'; client: ClientView } | { kind: 'not_found' } | { kind: 'refused'; reason: string };
 
 /**
- * A new name, scope set, introspection permission, grant types or redirect URIs. Tokens already
+ * A new name, scope set, introspection permission, grant types, redirect URIs or confirmation-phrase
+ * setting (it applies to requests made after the change). Tokens already
  * issued keep the scopes they were granted (they end with their grant); new requests are held to
  * the new registration at once, on every instance (the clients row's change is announced to every process's ClientDirectory).
  */
@@ -225,6 +235,7 @@ export async function changeClient(db: Database, clientId: string, changes: Clie
     ...(valid.grant_types !== undefined && { grant_types: [...new Set(valid.grant_types)] }),
     ...(valid.redirect_uris !== undefined && { redirect_uris: [...new Set(valid.redirect_uris)] }),
     ...(valid.dpop_bound_access_tokens !== undefined && { require_dpop: valid.dpop_bound_access_tokens }),
+    ...(valid.confirmation_phrase !== undefined && { confirmation_phrase: valid.confirmation_phrase }),
   });
   return row ? { kind: 'changed', client: toClientView(row) } : { kind: 'not_found' };
 }

@@ -30,6 +30,9 @@ export interface DeviceDetails {
   platformIconSha256: Uint8Array | null;
   /** Where the device asked for its code. */
   signedInIp: string | null;
+  /** Where the approver was, and where the tokens were collected from with what its check came to (proximity.ts). */
+  approverIp: string | null;
+  redeemer: { ip: string; action: 'allow' | 'warn'; signals: string[] };
 }
 
 /** A grant type's decision: tokens for this user and app, with these scopes. */
@@ -77,6 +80,12 @@ export async function issueNewGrant(trx: Transaction<DB>, deps: Deps, decision: 
     last_used_at: now,
     // A web app's token request comes from the app's server, not from where the user was.
     signed_in_ip: device?.signedInIp ?? null,
+    ...(device && {
+      approver_ip: device.approverIp,
+      redeemer_ip: device.redeemer.ip,
+      redeemer_action: device.redeemer.action,
+      redeemer_signals: device.redeemer.signals,
+    }),
     last_used_ip: decision.issuedBy.ip,
     // A grant without refresh tokens ends with its access token.
     expires_at: addSeconds(now, refresh ? deps.config.refreshTokenTtl : deps.config.accessTokenTtl),
@@ -123,7 +132,7 @@ export async function issueNewGrant(trx: Transaction<DB>, deps: Deps, decision: 
 }
 
 export type Rotation =
-  | { kind: 'rotated'; response: TokenResponse }
+  | { kind: 'rotated'; response: TokenResponse; outcome: RotationOutcome }
   /** The token as found, not rotated: the refresh grant type says why. */
   | { kind: 'not_rotated'; outcome: RotationOutcome }
   /** Not a token of this app (or none at all). */
@@ -181,6 +190,7 @@ export async function rotateGrantTokens(
   const idToken = await refreshedIdToken(deps, input.client, outcome, scopes);
   return {
     kind: 'rotated',
+    outcome,
     response: toTokenResponse({
       accessToken: access.value,
       expiresIn: deps.config.accessTokenTtl,

@@ -44,8 +44,8 @@ export function serverMetadata(issuer: string) {
     prompt_values_supported: ['none', 'login', 'consent', 'select_account'],
     scopes_supported: [...SUPPORTED_SCOPES],
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
-    revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'none'],
-    introspection_endpoint_auth_methods_supported: ['client_secret_basic'],
+    revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
+    introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: [ID_TOKEN_ALG],
     // RFC 9449 §5.1

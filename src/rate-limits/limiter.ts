@@ -7,10 +7,23 @@ export interface Limit {
 }
 
 /** Limits that count every request (`consume`). */
-export type RequestLimitName = 'deviceCodePerClient' | 'deviceCodePerIp' | 'tokenPerClient' | 'tokenPerIp';
+export type RequestLimitName =
+  | 'deviceCodePerClient'
+  | 'deviceCodePerIp'
+  | 'tokenPerClient'
+  | 'tokenPerIp'
+  | 'userinfoPerIp'
+  | 'introspectPerIp'
+  | 'revokePerIp';
 
 /** Limits that count failures, reserved before the attempt is evaluated (`reserve`). */
 export type FailureLimitName = 'userCodePerUser' | 'userCodePerIp' | 'signInPerAccountIp' | 'signInPerIp' | 'signInPerAccount';
+
+/**
+ * Request limits that many clients share (an app's budget): past them, each network keeps a share
+ * (`consumeShared`), so that the heaviest senders are the ones refused.
+ */
+export type SharedLimitName = 'deviceCodePerClient' | 'tokenPerClient';
 
 export type LimitName = RequestLimitName | FailureLimitName;
 
@@ -29,6 +42,10 @@ const ALLOWED: Verdict = { limited: false };
 export const BUFFERED_FROM = 1000;
 export const FLUSH_INTERVAL_MS = 250;
 const MAX_DEFERRED_REFUNDS = 10_000;
+/** The share of a spent shared budget that each network keeps, unless configured. */
+export const DEFAULT_NETWORK_SHARE = 0.001;
+/** Networks counted per shared limit in one window; past it an uncounted network counts as light. */
+const MAX_NETWORKS_COUNTED = 100_000;
 
 interface LocalCount {
   key: string;
@@ -87,15 +104,17 @@ export class Reservation {
   }
 
   /**
-   * Gives back every place this attempt took; once. A refund the store cannot take now (the
+   * Gives back every place this attempt took (but those of the `keep` limits); once. A refund the store cannot take now (the
    * database is away: the very failure that stopped the attempt) is tried again at the next
    * flushes, so that an outage does not turn a user's retries into wrong guesses.
    */
-  async refund(): Promise<void> {
+  async refund(keep: readonly FailureLimitName[] = []): Promise<void> {
     if (this.#refunded) return;
     this.#refunded = true;
     await Promise.all(
-      this.reserved.map((r) => this.store.refund(r.key, r.windowStart, r.windowSeconds).catch(() => this.deferRefund(r))),
+      this.reserved
+        .filter((r) => !keep.includes(r.name))
+        .map((r) => this.store.refund(r.key, r.windowStart, r.windowSeconds).catch(() => this.deferRefund(r))),
     );
   }
 }
@@ -114,10 +133,14 @@ export class RateLimiter {
   #latest = 0;
   /** Refunds the store could not take yet; bounded, since an outage can last. */
   readonly #deferredRefunds: ReservedHit[] = [];
+  /** Per shared limit, the current window's hits per app and network (in this instance's memory). */
+  readonly #networks = new Map<SharedLimitName, { windowStart: number; hits: Map<string, number> }>();
 
   constructor(
     private readonly store: CounterStore,
     private readonly limits: Limits,
+    /** The fraction of a spent shared budget that each network may still use in the window. */
+    private readonly networkShare: number = DEFAULT_NETWORK_SHARE,
   ) {}
 
   #window(limit: Limit, now: Date): { start: Date; retryAfterSeconds: number } {
@@ -147,6 +170,54 @@ export class RateLimiter {
     local.unflushed++;
     this.#scheduleFlush();
     return verdict(local.known + local.unflushed);
+  }
+
+  /**
+   * Counts a request against a budget that many clients share (an app's), and against each
+   * network the client belongs to (`addressPrefixes`: its address or /64, and the /24, /56 and /48
+   * around it). Below the budget everyone is answered. Once it is spent, a request is refused only
+   * if one of its networks has already sent more than its share of the budget in this window
+   * (`networkShare` of it, at least 1): the heaviest senders are refused, while a device polling at
+   * its interval from a network of its own keeps its answers. What the app admits past its budget
+   * is then bounded by the number of networks sending times the share: a thousand networks at the
+   * default share of 1/1000 can add at most one budget more.
+   *
+   * The networks' counts are kept in this instance's memory only (no round trip, no row per
+   * network): with several instances each judges its own share of the traffic. The app's count is
+   * shared as `consume` shares it.
+   */
+  consumeShared(name: SharedLimitName, subject: string, networks: readonly string[], now: Date): Verdict | Promise<Verdict> {
+    const limit = this.limits[name];
+    if (!limit) return ALLOWED;
+    const heaviest = this.#countNetworks(name, limit, subject, networks, now);
+    const share = Math.max(1, Math.floor(limit.max * this.networkShare));
+    const judged = (verdict: Verdict): Verdict => (verdict.limited && heaviest > share ? verdict : ALLOWED);
+    const verdict = this.consume(name, subject, now);
+    return verdict instanceof Promise ? verdict.then(judged) : judged(verdict);
+  }
+
+  /** Counts a hit for each of the app's networks in the window; returns the heaviest one's hits. */
+  #countNetworks(name: SharedLimitName, limit: Limit, subject: string, networks: readonly string[], now: Date): number {
+    const windowStart = this.#window(limit, now).start.getTime();
+    let counted = this.#networks.get(name);
+    if (!counted || counted.windowStart !== windowStart) {
+      // A new window: the last one's counts are forgotten all at once.
+      counted = { windowStart, hits: new Map() };
+      this.#networks.set(name, counted);
+    }
+    let heaviest = 0;
+    for (const network of networks) {
+      const key = `${subject} ${network}`;
+      const earlier = counted.hits.get(key);
+      if (earlier === undefined && counted.hits.size >= MAX_NETWORKS_COUNTED) {
+        heaviest = Math.max(heaviest, 1);
+        continue;
+      }
+      const hits = (earlier ?? 0) + 1;
+      counted.hits.set(key, hits);
+      heaviest = Math.max(heaviest, hits);
+    }
+    return heaviest;
   }
 
   /** Counts one attempt against each named failure limit, atomically, before it is evaluated. */

@@ -30,6 +30,7 @@ export async function listClients(db: Database, page: { after?: string | undefin
       'grant_types',
       'redirect_uris',
       'require_dpop',
+      'confirmation_phrase',
       'created_at',
       'disabled_at',
     ])
@@ -50,6 +51,7 @@ export async function updateClientFields(
     grant_types?: string[];
     redirect_uris?: string[];
     require_dpop?: boolean;
+    confirmation_phrase?: boolean;
   },
 ) {
   return db.updateTable('clients').set(fields).where('client_id', '=', clientId).returningAll().executeTakeFirst();

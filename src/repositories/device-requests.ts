@@ -64,12 +64,19 @@ export interface PollOutcome {
   expired: boolean;
   throttled: boolean;
   interval_seconds: number;
+  /** Where the request came from and where its approver was: the redeeming poll is judged against both (assessRedeemer). */
+  requester_ip: string | null;
+  approver_ip: string | null;
 }
 
 /**
  * One UPDATE per poll: records the poll time and applies the slow_down rule (RFC 8628 §3.5), and
  * returns what the answer must be. A poll sooner than the current interval after the previous one
- * (or after issue) grows the interval by 5 seconds.
+ * (or after issue) grows the interval by 5 seconds, less a tolerance: both times are when the
+ * server received the poll, and a device that waits exactly `interval` between sends must not
+ * lose to a few milliseconds of network or scheduling jitter. The tolerance is the larger of 10 %
+ * of the interval and 500 ms (POLL_TOLERANCE), so at 2 s a poll 1.5 s after the previous one is on
+ * time and one 0.5 s after it is slow_down.
  *
  * A request bound to a DPoP key matches only a poll that proved that key: any other changes
  * nothing (no interval grows for a poll its device did not make) and returns no row.
@@ -84,8 +91,13 @@ export interface PollOutcome {
  * elsewhere with a synchronous commit: the approval, and the redemption that issues the tokens.
  */
 // The time is one parameter, named once (this_call.at), rather than one per use.
+/** How early a poll may come: the larger of this fraction of the interval and this many seconds. */
+export const POLL_TOLERANCE = { fraction: 0.1, minimumSeconds: 0.5 } as const;
+
+// interval − max(fraction × interval, minimum) = least((1 − fraction) × interval, interval − minimum)
 const tooSoon = sql<boolean>`d.status = 'pending'
-  AND this_call.at < coalesce(d.last_polled_at, d.created_at) + make_interval(secs => d.interval_seconds)`;
+  AND this_call.at < coalesce(d.last_polled_at, d.created_at) + make_interval(secs => least(
+    d.interval_seconds * ${sql.lit(1 - POLL_TOLERANCE.fraction)}, d.interval_seconds - ${sql.lit(POLL_TOLERANCE.minimumSeconds)})::double precision)`;
 
 const recordDevicePollStatement = compiledOnce<PollOutcome, { deviceCodeHash: Uint8Array; clientId: string; dpopJkt: string | null; now: Date }>(
   (p) => sql`
@@ -98,7 +110,7 @@ const recordDevicePollStatement = compiledOnce<PollOutcome, { deviceCodeHash: Ui
       AND (d.dpop_jkt IS NULL OR d.dpop_jkt = ${p.dpopJkt}::text)
     RETURNING d.request_id::text AS request_id, c.disabled_at IS NOT NULL AS client_disabled, d.status,
               d.denied_reason, d.expires_at <= this_call.at AS expired, d.last_poll_too_fast AS throttled,
-              d.interval_seconds`,
+              d.interval_seconds, d.requester_ip, d.approver_ip`,
 );
 
 export async function recordDevicePoll(
@@ -148,6 +160,7 @@ export async function redeemApprovedRequest(db: Database, requestId: string, now
       'platform_icon_sha256',
       'auth_time',
       'requester_ip',
+      'approver_ip',
       'decision_context',
     ])
     .executeTakeFirst();
@@ -155,6 +168,20 @@ export async function redeemApprovedRequest(db: Database, requestId: string, now
 
 export async function setDeviceRequestGrant(db: Database, requestId: string, grantId: string): Promise<void> {
   await db.updateTable('device_requests').set({ grant_id: grantId }).where('request_id', '=', requestId).execute();
+}
+
+/**
+ * approved -> denied, once: the redeeming poll came from where the operator's policy refuses
+ * (PROXIMITY_POLICY_*, assessRedeemer). Every later poll of the request hears access_denied.
+ */
+export async function denyApprovedForRedeemer(db: Database, requestId: string, redeemerIp: string, now: Date): Promise<boolean> {
+  const result = await db
+    .updateTable('device_requests')
+    .set({ status: 'denied', denied_reason: 'redeemer_mismatch', redeemer_ip: redeemerIp, decided_at: now })
+    .where('request_id', '=', requestId)
+    .where('status', '=', 'approved')
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }
 
 /** A banned user's approval never turns into tokens. */
@@ -194,14 +221,15 @@ export async function findDeviceRequestByUserCode(db: Database, userCodeHmac: Ui
 }
 
 /**
- * pending -> approved when the picked phrase is the one shown on the device, denied otherwise;
+ * pending -> approved when the picked phrase is the one shown on the device (or, for a request
+ * whose device shows none, when none was picked), denied otherwise;
  * once. The WHERE clause is the whole rule: a request that was decided, redeemed or has expired
  * never changes again. Returns the new status, or undefined when this call changed nothing.
  */
 export async function approveDeviceRequest(
   db: Database,
   requestId: string,
-  approval: { userId: string; authTime: Date; pickedPhrase: string; context: string | null },
+  approval: { userId: string; authTime: Date; pickedPhrase: string | null; context: string | null; approverIp: string | null },
   now: Date,
 ): Promise<'approved' | 'denied' | undefined> {
   const row = await db
@@ -209,13 +237,13 @@ export async function approveDeviceRequest(
     .set((eb) => ({
       status: eb
         .case()
-        .when('phrase', '=', approval.pickedPhrase)
+        .when('phrase', 'is not distinct from', approval.pickedPhrase)
         .then(sql.lit<DeviceRequestStatus>('approved'))
         .else(sql.lit<DeviceRequestStatus>('denied'))
         .end(),
       denied_reason: eb
         .case()
-        .when('phrase', '=', approval.pickedPhrase)
+        .when('phrase', 'is not distinct from', approval.pickedPhrase)
         .then(sql.lit<DeniedReason | null>(null))
         .else(sql.lit<DeniedReason | null>('wrong_phrase'))
         .end(),
@@ -223,6 +251,7 @@ export async function approveDeviceRequest(
       auth_time: approval.authTime,
       decided_at: now,
       decision_context: approval.context,
+      approver_ip: approval.approverIp,
     }))
     .where('request_id', '=', requestId)
     .where('status', '=', 'pending')
@@ -254,11 +283,49 @@ export async function listApprovedAwaitingDevice(db: Database, userId: string, k
   return db
     .selectFrom('device_requests as d')
     .innerJoin('clients as c', 'c.client_id', 'd.client_id')
-    .select(['d.platform_name', 'd.decided_at', 'c.name as client_name', 'c.kind as client_kind'])
+    .select([sql<string>`d.request_id::text`.as('request_id'), 'd.platform_name', 'd.decided_at', 'c.client_id', 'c.name as client_name', 'c.kind as client_kind'])
     .where('d.user_id', '=', userId)
     .where('d.status', '=', 'approved')
     .where('d.expires_at', '>', now)
     .where('c.kind', 'in', kinds)
     .orderBy('d.decided_at', 'desc')
     .execute();
+}
+
+/**
+ * approved -> denied by the approving user before the device picked up its tokens. One statement,
+ * racing the redeeming poll on `status = 'approved'`: whichever commits first wins, so the device
+ * gets its tokens or access_denied, never both. Returns what it cancelled.
+ */
+const cancelApproved = (db: Database, userId: string, now: Date) =>
+  db
+    .updateTable('device_requests')
+    .set({ status: 'denied', denied_reason: 'user_denied', decided_at: now })
+    .where('user_id', '=', userId)
+    .where('status', '=', 'approved')
+    .where('expires_at', '>', now);
+
+/** One waiting approval of this user (the Devices page's Cancel). */
+export async function cancelApprovedRequest(db: Database, userId: string, requestId: string, now: Date): Promise<boolean> {
+  const result = await cancelApproved(db, userId, now).where('request_id', '=', requestId).executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/** Every waiting approval of this user for one app (Connected apps' Remove access). */
+export async function cancelApprovedRequestsOfApp(db: Database, userId: string, clientId: string, now: Date): Promise<number> {
+  const result = await cancelApproved(db, userId, now).where('client_id', '=', clientId).executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/** A request of this user that the user cancelled (or denied): names it on the Devices page after a cancellation. */
+export async function findRequestDeniedByUser(db: Database, userId: string, requestId: string) {
+  return db
+    .selectFrom('device_requests as d')
+    .innerJoin('clients as c', 'c.client_id', 'd.client_id')
+    .select(['c.name as client_name'])
+    .where('d.request_id', '=', requestId)
+    .where('d.user_id', '=', userId)
+    .where('d.status', '=', 'denied')
+    .where('d.denied_reason', '=', 'user_denied')
+    .executeTakeFirst();
 }

@@ -38,6 +38,13 @@ export interface RotationOutcome {
   email: string;
   name: string | null;
   rotated: boolean;
+  /**
+   * The grant's last use before this call: the rotation a retry repeats (or a retry of it from the
+   * same class of place). A retry from elsewhere is reuse (issue 27 §3).
+   */
+  previous_ip: string | null;
+  /** Device flow only: where the approver was; a refresh from another country or a hosting network is recorded. */
+  approver_ip: string | null;
 }
 
 /**
@@ -68,6 +75,7 @@ const rotateStatement = compiledOnce<RotationOutcome, RotationInput>(
              c.disabled_at IS NOT NULL AS client_disabled,
              (${input.scopes}::text[] IS NULL OR ${input.scopes}::text[] <@ g.scopes) AS scope_ok,
              (g.dpop_jkt IS NULL OR g.dpop_jkt = ${input.dpopJkt}::text) AS key_ok,
+             g.last_used_ip AS previous_ip, g.approver_ip,
              this_call.at
       FROM (SELECT ${input.now}::timestamptz AS at) this_call, refresh_tokens r
       JOIN grants g ON g.grant_id = r.grant_id
@@ -98,7 +106,7 @@ const rotateStatement = compiledOnce<RotationOutcome, RotationInput>(
       SELECT grant_id, user_id, client_id, 'rotated', ${input.ip}, at FROM rotated
     )
     SELECT p.grant_id, p.client_id, p.user_id, p.replaced, p.expired, p.live, p.client_disabled, p.scope_ok, p.key_ok,
-           p.scopes, p.auth_time, p.email, p.name, EXISTS (SELECT 1 FROM rotated) AS rotated
+           p.scopes, p.auth_time, p.email, p.name, EXISTS (SELECT 1 FROM rotated) AS rotated, p.previous_ip, p.approver_ip
     FROM presented p`,
 );
 

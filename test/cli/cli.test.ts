@@ -45,6 +45,7 @@ describe('device-auth CLI (JSON on stdout, errors on stderr with a non-zero exit
       grant_types: ['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'],
       redirect_uris: [],
       dpop_bound_access_tokens: false,
+      confirmation_phrase: true,
     });
 
     const conf = await cli('client', 'create', '--name', 'Chat Bot', '--kind', 'bot', '--type', 'confidential', '--scope', 'openid offline_access');

@@ -94,7 +94,10 @@ describe('the README\'s five-minute flow, with the server running', () => {
     expect(commands.map((c) => c.slice(0, 2).join(' '))).toEqual(['user create', 'client create', 'login --client']);
     const env = await storage();
     const clientId = await withServer(env, async (server, issuer) => {
-      const cliEnv = { ...env, ISSUER: issuer };
+      // Embedded, as the README runs it: the CLI is told neither PORT nor ISSUER, and `login` asks
+      // the server it finds through DATA_DIR. On PostgreSQL no running server can be found from
+      // DATABASE_URL, so it is told the issuer (or would need ADMIN_URL, the test below).
+      const cliEnv = process.env.TEST_DATABASE_URL ? { ...env, ISSUER: issuer } : env;
       const user = await runProgram(commands[0]!, cliEnv, 120_000, `${PASSWORD}\n`);
       expect(user.code, user.stderr).toBe(0);
       expect(JSON.parse(user.stdout)).toEqual({ user_id: expect.any(String) });
@@ -108,6 +111,7 @@ describe('the README\'s five-minute flow, with the server running', () => {
         grant_types: ['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'],
         redirect_uris: [],
         dpop_bound_access_tokens: false,
+        confirmation_phrase: true,
       });
 
       // `login --client tv_…`, with the id the previous command printed.
@@ -145,9 +149,16 @@ describe('the README\'s five-minute flow, with the server running', () => {
       expect(created.code, created.stderr).toBe(0);
       const client = { clientId: JSON.parse(created.stdout).client_id as string, clientSecret: null };
       expect((await requestCodeOverHttp(server.url, client)).status).toBe(200);
+      // `login` without --issuer, ISSUER or PORT: the server's own issuer, asked through ADMIN_URL.
+      const login = startLogin(['login', '--client', client.clientId], remote);
+      await login.screen;
       const disabled = await runProgram(['client', 'disable', client.clientId], remote, 120_000);
       expect(JSON.parse(disabled.stdout)).toEqual({ client_id: client.clientId, disabled: true });
       expect((await requestCodeOverHttp(server.url, client)).status).toBe(401);
+      const stopped = await login.done;
+      expect(stopped.stderr).toContain(`go to:  ${server.url}/activate`);
+      expect(stopped.code).toBe(1);
+      expect(stopped.stderr).toContain('invalid_client');
 
       const wrongToken = await runProgram(['client', 'list'], { ...remote, ADMIN_TOKEN: 'not-the-token-but-long-enough-0123456789' }, 120_000);
       expect(wrongToken.code).toBe(1);

@@ -555,3 +555,31 @@ describe('migration 2026-11-24T09-00-00_signing_keys_rotate_and_are_sealed', () 
     }
   });
 });
+
+describe('migration 2026-11-26T01-00-00_devices_that_show_no_phrase', () => {
+  const state = unmigratedDatabase();
+  const BEFORE = '2026-11-24T09-30-00_dpop_binds_tokens_to_a_key';
+  const request = (db: Kysely<any>, label: string, phrase: string | null, choices: string[] | null) => sql`
+    INSERT INTO device_requests (device_code_hash, user_code_hmac, client_id, scopes, phrase, phrase_choices, interval_seconds, created_at, expires_at)
+    VALUES (${hash(`dc-${label}`)}, ${hash(`uc-${label}`)}, 'tv_p', '{profile}', ${phrase}, ${choices}::text[], 5, now(), now() + interval '10 minutes')`.execute(db);
+
+  it('keeps the phrase of every existing app and request, lets a request have neither phrase nor choices but never one without the other, and goes back down', async () => {
+    const { db, migrator } = state;
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    await sql`INSERT INTO clients (client_id, name, kind, type, allowed_scopes) VALUES ('tv_p', 'TV', 'tv', 'public', '{profile}')`.execute(db);
+    await request(db, 'old', 'AmberFalcon', ['AmberFalcon', 'CopperHeron', 'DustyOtter']);
+    await expect(request(db, 'none-before', null, null)).rejects.toThrow();
+
+    expect((await migrator.migrateTo('2026-11-26T01-00-00_devices_that_show_no_phrase')).error).toBeUndefined();
+    expect((await sql<{ confirmation_phrase: boolean }>`SELECT confirmation_phrase FROM clients`.execute(db)).rows).toEqual([{ confirmation_phrase: true }]);
+    expect((await sql<{ phrase: string }>`SELECT phrase FROM device_requests`.execute(db)).rows).toEqual([{ phrase: 'AmberFalcon' }]);
+    await request(db, 'none', null, null);
+    await expect(request(db, 'half', 'AmberFalcon', null)).rejects.toThrow();
+    await expect(request(db, 'other-half', null, ['AmberFalcon'])).rejects.toThrow();
+
+    expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
+    // Down: the requests that have no phrase cannot exist before, so they go; the others stay.
+    expect((await sql<{ phrase: string }>`SELECT phrase FROM device_requests`.execute(db)).rows).toEqual([{ phrase: 'AmberFalcon' }]);
+    expect((await sql<{ n: number }>`SELECT count(*)::int AS n FROM information_schema.columns WHERE column_name = 'confirmation_phrase'`.execute(db)).rows).toEqual([{ n: 0 }]);
+  });
+});

@@ -39,9 +39,10 @@ async function approverAt(address: string, name: string, options: BrowserContext
 }
 
 describe('the approval page says where a request came from', () => {
+  // Issue 27 §1: only the same public address is "your network"; the same AS alone is not.
   it('the same network: "appears to be on your network", no warning, approve', async () => {
     const started = await requestFrom(TELEKOM_HOME);
-    const page = await approverAt(TELEKOM_PHONE, 'proximity-same-network');
+    const page = await approverAt(TELEKOM_HOME, 'proximity-same-network');
     await submitCode(page, started.user_code);
     await expectVisible(page.getByText('This device appears to be on your network.'));
     await expectVisible(page.getByText('on Deutsche Telekom AG', { exact: false }));

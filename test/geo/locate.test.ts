@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { GeoDatabaseError, loadGeo, shippedOrganisation, type Geo, type Place } from '../../src/geo/locate.js';
 import { HOSTING_NETWORKS } from '../../src/geo/hosting-networks.js';
+import { RELAY_NETWORKS } from '../../src/geo/relay-networks.js';
 import { startTestApp } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { writeMmdb } from '../helpers/mmdb-writer.js';
@@ -21,7 +22,7 @@ beforeAll(async () => {
   geo = await loadGeo({});
 });
 
-const nowhere = { country: null, countryName: null, city: null, asn: null, network: null, hosting: false };
+const nowhere = { country: null, countryName: null, city: null, asn: null, network: null, hosting: false, relay: false };
 
 function place(address: string, fields: Partial<Place>): Place {
   return { address, kind: 'public', ...nowhere, ...fields };
@@ -31,7 +32,11 @@ describe('public addresses: country and network from the shipped data', () => {
   it.each([
     ['8.8.8.8', place('8.8.8.8', { country: 'US', countryName: 'United States', asn: 15169, network: 'Google LLC', hosting: true })],
     // APNIC registered 1.1.1.0/24 in Australia (a research prefix lent to Cloudflare): whois says AU.
-    ['1.1.1.1', place('1.1.1.1', { country: 'AU', countryName: 'Australia', asn: 13335, network: 'Cloudflare, Inc.' })],
+    ['1.1.1.1', place('1.1.1.1', { country: 'AU', countryName: 'Australia', asn: 13335, network: 'Cloudflare, Inc.', relay: true })],
+    // Cloudflare WARP egress: the whois country follows the egress, the AS is one for all of them.
+    ['104.28.13.1', place('104.28.13.1', { country: 'SG', countryName: 'Singapore', asn: 13335, network: 'Cloudflare, Inc.', relay: true })],
+    ['2a09:bac0::1', place('2a09:bac0::1', { country: 'US', countryName: 'United States', asn: 13335, network: 'Cloudflare, Inc.', relay: true })],
+    ['165.225.0.1', place('165.225.0.1', { country: 'US', countryName: 'United States', asn: 22616, network: 'ZSCALER, INC.', relay: true })],
     ['88.198.0.1', place('88.198.0.1', { country: 'DE', countryName: 'Germany', asn: 24940, network: 'Hetzner Online GmbH', hosting: true })],
     ['79.192.0.1', place('79.192.0.1', { country: 'DE', countryName: 'Germany', asn: 3320, network: 'Deutsche Telekom AG' })],
     ['5.101.96.1', place('5.101.96.1', { country: 'NL', countryName: 'Netherlands', asn: 14061, network: 'DigitalOcean, LLC', hosting: true })],
@@ -164,6 +169,25 @@ describe('the hosting list', () => {
   it('networks left off on purpose are not hosting: Cloudflare (WARP), Akamai CDN, Hurricane Electric', () => {
     for (const asn of [13335, 20940, 6939]) expect(HOSTING_NETWORKS.some((entry) => entry.asn === asn)).toBe(false);
     expect(geo.locate('1.1.1.1').hosting).toBe(false);
+  });
+});
+
+describe('the relay list (relay, VPN and CDN egress)', () => {
+  it('every relay ASN is named in the shipped ASN data as the list says, once, and none is also a hosting network', async () => {
+    for (const entry of RELAY_NETWORKS) {
+      expect({ asn: entry.asn, organisation: await shippedOrganisation(entry.asn) }).toEqual({ asn: entry.asn, organisation: entry.organisation });
+    }
+    expect(new Set(RELAY_NETWORKS.map((entry) => entry.asn)).size).toBe(RELAY_NETWORKS.length);
+    const hosting = new Set(HOSTING_NETWORKS.map((entry) => entry.asn));
+    expect(RELAY_NETWORKS.filter((entry) => hosting.has(entry.asn))).toEqual([]);
+  });
+
+  it('a trusted proxy\'s own address is of kind proxy and located nowhere, other addresses as before', async () => {
+    const behindProxy = await loadGeo({ trustedProxies: ['104.28.0.0/16', '2a09:bac0::/29', 'loopback'] });
+    expect(behindProxy.locate('104.28.13.1')).toEqual({ ...place('104.28.13.1', {}), kind: 'proxy' });
+    expect(behindProxy.locate('2a09:bac1::7').kind).toBe('proxy');
+    expect(behindProxy.locate('104.29.0.1').kind).toBe('public');
+    expect(behindProxy.locate('::ffff:104.28.0.1').kind).toBe('proxy');
   });
 });
 

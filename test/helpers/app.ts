@@ -107,6 +107,9 @@ export const NO_RATE_LIMITS: Record<string, string> = {
   RATE_LIMIT_DEVICE_CODE_PER_IP: 'off',
   RATE_LIMIT_TOKEN_PER_CLIENT: 'off',
   RATE_LIMIT_TOKEN_PER_IP: 'off',
+  RATE_LIMIT_USERINFO_PER_IP: 'off',
+  RATE_LIMIT_INTROSPECT_PER_IP: 'off',
+  RATE_LIMIT_REVOKE_PER_IP: 'off',
 };
 
 export const PASSWORD = 'correct horse battery staple';
@@ -130,6 +133,7 @@ export async function seedClient(
     grantTypes?: string[];
     redirectUris?: string[];
     dpopBoundAccessTokens?: boolean;
+    confirmationPhrase?: boolean;
   } = {},
 ) {
   const created = await createClient(t.deps.db, {
@@ -142,6 +146,7 @@ export async function seedClient(
     grant_types: options.grantTypes,
     redirect_uris: options.redirectUris,
     dpop_bound_access_tokens: options.dpopBoundAccessTokens,
+    confirmation_phrase: options.confirmationPhrase,
   });
   return { clientId: created.client_id, clientSecret: created.client_secret };
 }

@@ -186,13 +186,19 @@ export function scrollWidth(page: Page): Promise<number> {
   return page.evaluate(() => document.documentElement.scrollWidth);
 }
 
-/** A device request that reaches the server through the (trusted, TRUST_PROXY) proxy as from `address`. */
-export async function requestCodeFrom(e2e: E2e, clientId: string, address: string, headers: Record<string, string> = {}): Promise<DeviceAuthorizationResponse> {
+/** A device request that reaches the server through the (trusted, TRUST_PROXY) proxy as from `address`; `fields` adds to its form. */
+export async function requestCodeFrom(
+  e2e: E2e,
+  clientId: string,
+  address: string,
+  headers: Record<string, string> = {},
+  fields: Record<string, string> = {},
+): Promise<DeviceAuthorizationResponse> {
   const res = await e2e.t.app.inject({
     method: 'POST',
     url: '/oauth/device/code',
     headers: { ...FORM, ...headers, 'x-forwarded-for': address },
-    payload: form({ client_id: clientId }),
+    payload: form({ client_id: clientId, ...fields }),
   });
   expect(res.statusCode, res.body).toBe(200);
   return res.json();

@@ -31,6 +31,7 @@ export async function decide(t: TestApp, userCode: string, userId: string, choic
   const row = await findDeviceRequestByUserCode(t.deps.db, userCodeHmac(t.deps.secrets.userCodeKey, userCode));
   if (!row) throw new Error('no such request');
   if (choice === 'deny') return denyRequest(t.deps, row.request_id, userId);
-  const picked = choice === 'approve' ? row.phrase : row.phrase_choices.find((p) => p !== row.phrase)!;
+  // A request whose device shows no phrase is approved with none picked.
+  const picked = choice === 'approve' ? row.phrase : row.phrase_choices!.find((p) => p !== row.phrase)!;
   return approveWithPhrase(t.deps, row.request_id, { userId, authTime: t.clock.now() }, picked);
 }

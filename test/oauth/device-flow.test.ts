@@ -130,10 +130,12 @@ describe('POST /oauth/device/code (RFC 8628 §3.1, §3.2)', () => {
     expect(res.json().error_description).toContain('scope');
   });
 
-  it('refuses a client secret in the body', async () => {
+  it('RFC 8628 §3.1: takes client_secret_post as the token endpoint does; a wrong secret in the body is 401 invalid_client', async () => {
     const res = await requestDeviceCode(t, { client_id: bot.clientId, client_secret: bot.clientSecret! });
-    expect(res.statusCode).toBe(400);
-    expect(res.json()).toMatchObject({ error: 'invalid_request' });
+    expect(res.statusCode, res.body).toBe(200);
+    const wrong = await requestDeviceCode(t, { client_id: bot.clientId, client_secret: 'dacs_wrong' });
+    expect(wrong.statusCode).toBe(401);
+    expect(wrong.json()).toMatchObject({ error: 'invalid_client' });
   });
 });
 
@@ -153,7 +155,7 @@ describe('POST /oauth/token with the device grant (RFC 8628 §3.4, §3.5)', () =
     expect((await poll(t, tv.clientId, device_code)).json().error).toBe('authorization_pending');
     wait(2);
     expect((await poll(t, tv.clientId, device_code)).json().error).toBe('slow_down'); // interval now 10
-    wait(9);
+    wait(8.9); // sooner than 10 s less its tolerance (1 s)
     expect((await poll(t, tv.clientId, device_code)).json().error).toBe('slow_down'); // interval now 15
     wait(15);
     expect((await poll(t, tv.clientId, device_code)).json().error).toBe('authorization_pending');

@@ -98,7 +98,7 @@ const removeAccess = (browser: Browser, clientId: string, options?: { csrfToken?
   browser.post(`${APPS}/remove`, { client_id: clientId }, options);
 
 const catalogues = loadCatalogues();
-const shownTime = (date: Date) => catalogues.translator('en').time(date);
+const shownTime = (date: Date) => catalogues.translator('en').ago(date, t.clock.now());
 
 describe('times on the account pages', () => {
   it.each([
@@ -110,6 +110,26 @@ describe('times on the account pages', () => {
     ['de', '2027-01-05T03:07:00.000Z', '5. Jan. 2027, 03:07 UTC'],
   ] as const)('in %s, %s is shown as "%s", whatever the server\'s time zone', (language, iso, text) => {
     expect(catalogues.translator(language).time(new Date(iso))).toMatch(text);
+  });
+
+  // Issue 27 §5: pages tell how long ago, which needs no time zone (pages run no script).
+  it.each([
+    ['en', 0, 'less than a minute ago'],
+    ['en', 59, 'less than a minute ago'],
+    ['en', 60, '1 minute ago'],
+    ['en', 3 * 60 + 59, '3 minutes ago'],
+    ['en', 59 * 60, '59 minutes ago'],
+    ['en', 2 * 3600 + 1, '2 hours ago'],
+    ['en', 86_400, 'yesterday'],
+    ['en', 3 * 86_400, '3 days ago'],
+    ['en', 45 * 86_400, 'last month'],
+    ['en', 400 * 86_400, 'last year'],
+    ['de', 3 * 60, 'vor 3 Minuten'],
+    ['de', 86_400, 'gestern'],
+    ['de', 5 * 86_400, 'vor 5 Tagen'],
+  ] as const)('in %s, %i seconds before now is told as "%s"', (language, seconds, text) => {
+    const now = new Date('2026-11-26T12:00:00.000Z');
+    expect(catalogues.translator(language).ago(new Date(now.getTime() - seconds * 1000), now)).toBe(text);
   });
 });
 
@@ -164,7 +184,6 @@ describe('Devices page', () => {
       expect(row).toContain(`<dt>Signed in</dt>\n      <dd><time datetime="${stored.created_at.toISOString()}">${shownTime(stored.created_at)}</time>, from this server itself</dd>`);
       expect(row).toContain(`<dt>Last used</dt>\n      <dd><time datetime="${stored.last_used_at.toISOString()}">${shownTime(stored.last_used_at)}</time>, from this server itself</dd>`);
     }
-    expect(shownTime((await grant(plainTv.grantId)).last_used_at)).not.toBe(shownTime((await grant(plainTv.grantId)).created_at));
   });
 
   it('escapes every platform field: no markup of the device reaches the page', async () => {
@@ -335,7 +354,7 @@ describe('Connected apps page', () => {
     const webRow = rowOf(page.body, 'client_id', web.clientId)!;
     expect(webRow).toContain('<p class="muted kind">Web app</p>');
     expect(webRow).toContain('<dd>On the web</dd>');
-    expect(webRow).toMatch(/<time datetime="[^"]+Z">\d{1,2} [A-Z][a-z]{2} \d{4}, \d\d:\d\d UTC<\/time>/);
+    expect(webRow).toMatch(/<time datetime="[^"]+Z">(less than a minute|\d+ minutes?) ago<\/time>/);
     for (const app of [tv, bot, web]) {
       const row = rowOf(page.body, 'client_id', app.clientId)!;
       expect(row).toContain('<form method="post" action="/account/apps/remove">');

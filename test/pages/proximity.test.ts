@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { seedClient, seedUser, startTestApp, FORM, form, type TestApp } from '../helpers/app.js';
-import { Browser, inputValue, signIn } from '../helpers/browser.js';
+import { Browser } from '../helpers/browser.js';
+import { approvalPage, approverAt as approverWith, decideOnPage as decide } from '../helpers/approval.js';
 import { DEVICE_GRANT } from '../helpers/device.js';
 import type { DeviceAuthorizationResponse } from '../../src/oauth/device/authorization.js';
 
@@ -32,20 +33,7 @@ async function requestFrom(clientId: string, address: string): Promise<DeviceAut
   return res.json();
 }
 
-async function approverAt(address: string, user: { email: string; password: string }) {
-  const browser = new Browser(t, { remoteAddress: address });
-  expect((await signIn(browser, user)).statusCode).toBe(303);
-  return browser;
-}
-
-async function approvalPage(browser: Browser, userCode: string) {
-  await browser.get('/activate');
-  return browser.post('/activate', { user_code: userCode });
-}
-
-function decide(browser: Browser, page: string, fields: Record<string, string>) {
-  return browser.post('/activate/decision', { user_code: inputValue(page, 'user_code'), request_handle: inputValue(page, 'request_handle'), ...fields });
-}
+const approverAt = (address: string, user: { email: string; password: string }) => approverWith(t, { remoteAddress: address }, user);
 
 const pollFrom = (clientId: string, flow: DeviceAuthorizationResponse) =>
   t.app.inject({ method: 'POST', url: '/oauth/token', headers: FORM, payload: form({ grant_type: DEVICE_GRANT, device_code: flow.device_code, client_id: clientId }) });
@@ -58,11 +46,11 @@ async function storedDecision(userCode: string) {
 }
 
 describe('where a request came from, on the approval page', () => {
-  it('the same network: says when and where, the device\'s address, and that it appears to be on your network; no warning', async () => {
+  it('the same public address: says when and where, the device\'s address, and that it appears to be on your network; no warning', async () => {
     const { tv, user } = await setUp();
     const flow = await requestFrom(tv.clientId, TELEKOM_HOME);
     t.clock.advance(180);
-    const browser = await approverAt(TELEKOM_PHONE, user);
+    const browser = await approverAt(TELEKOM_HOME, user);
     const page = await approvalPage(browser, flow.user_code);
     expect(page.statusCode).toBe(200);
     expect(page.body).toContain('Requested 3 minutes ago from <strong>Germany</strong> on <strong>Deutsche Telekom AG</strong>.');
@@ -75,7 +63,20 @@ describe('where a request came from, on the approval page', () => {
     const approved = await decide(browser, page.body, { action: 'approve', phrase: flow.confirmation_phrase });
     expect(approved.statusCode).toBe(200);
     const recorded = await storedDecision(flow.user_code);
-    expect(recorded.decision_context).toMatchObject({ same_network: true, signals: [], action: 'allow', requester: { asn: 3320 }, approver: { address: TELEKOM_PHONE } });
+    expect(recorded.decision_context).toMatchObject({ same_network: true, signals: [], action: 'allow', requester: { asn: 3320 }, approver: { address: TELEKOM_HOME } });
+  });
+
+  // Issue 27 §1: one AS is millions of strangers; it is named, never called "your network".
+  it('the same AS from another address: names the provider without saying "network", and is recorded as no match', async () => {
+    const { tv, user } = await setUp();
+    const flow = await requestFrom(tv.clientId, TELEKOM_HOME);
+    const browser = await approverAt(TELEKOM_PHONE, user);
+    const page = await approvalPage(browser, flow.user_code);
+    expect(page.body).toContain('You and this device both connect through Deutsche Telekom AG. That alone does not mean it is yours.');
+    expect(page.body).not.toContain('appears to be on your network');
+    expect(page.body).not.toContain('phishing-warning');
+    expect((await decide(browser, page.body, { action: 'approve', phrase: flow.confirmation_phrase })).statusCode).toBe(200);
+    expect((await storedDecision(flow.user_code)).decision_context).toMatchObject({ same_network: false, same_provider: 'Deutsche Telekom AG', signals: [] });
   });
 
   it('another country: a warning and one more step; approving without it decides nothing, with it approves, and the context reaches the grant\'s issued event', async () => {
@@ -155,6 +156,17 @@ describe('where a request came from, on the approval page', () => {
     expect(page.body).not.toContain('in_front_of_me');
   });
 
+  // Issue 27 §2: the approver's side counts too; an unplaceable approver is never "your network".
+  it('an approver who cannot be placed (a private address) is warned that the request cannot be compared', async () => {
+    const { tv, user } = await setUp();
+    const flow = await requestFrom(tv.clientId, TELEKOM_HOME);
+    const browser = await approverAt('10.0.0.9', user);
+    const page = await approvalPage(browser, flow.user_code);
+    expect(page.body).toContain('Where you are is not known, so this request cannot be compared with it.');
+    expect(page.body).not.toContain('on your network');
+    expect(page.body).not.toContain('id="same-provider"');
+  });
+
   it('a decision form posted from another address is judged from there: the step is asked for again', async () => {
     const { tv, user } = await setUp();
     const flow = await requestFrom(tv.clientId, TELEKOM_HOME);
@@ -180,7 +192,7 @@ describe('the Devices page', () => {
     expect((await decide(browser, page.body, { action: 'approve', phrase: flow.confirmation_phrase })).statusCode).toBe(200);
     const waiting = await browser.get('/account/devices');
     expect(waiting.body).toContain('<strong>Waiting for the device</strong>');
-    expect(waiting.body).toContain('No devices are signed in.');
+    expect(waiting.body).not.toContain('No devices are signed in.');
 
     t.clock.advance(flow.interval);
     const poll = await t.app.inject({ method: 'POST', url: '/oauth/token', headers: FORM, remoteAddress: HETZNER, payload: form({ grant_type: DEVICE_GRANT, device_code: flow.device_code, client_id: tv.clientId }) });

@@ -1,6 +1,7 @@
 import type { Deps } from '../../deps.js';
 import type { AdminApp } from './types.js';
-import { housekeepingHealth, problems, purged } from './schemas.js';
+import { packageVersion } from '../../lib/paths.js';
+import { housekeepingHealth, problems, purged, serverInfo } from './schemas.js';
 
 export function adminHousekeepingRoutes(app: AdminApp, deps: Deps): void {
   app.post(
@@ -29,5 +30,17 @@ export function adminHousekeepingRoutes(app: AdminApp, deps: Deps): void {
       },
     },
     async () => deps.housekeeping.health(),
+  );
+
+  app.get(
+    '/admin/server',
+    {
+      schema: {
+        tags: ['housekeeping'],
+        summary: 'This server: its issuer (where devices and browsers reach it) and version, for tools such as `device-auth login`',
+        response: { 200: serverInfo, ...problems },
+      },
+    },
+    async () => ({ issuer: deps.config.issuer, version: packageVersion() }),
   );
 }

@@ -31,6 +31,7 @@ export const clientView = z.object({
   grant_types: z.array(z.string()).describe('RFC 7591: the grants it may use; refresh_token means it gets refresh tokens'),
   redirect_uris: z.array(z.string()).describe('exact URLs the authorization endpoint may redirect to'),
   dpop_bound_access_tokens: z.boolean().describe('RFC 9449 §5.2: its token requests must carry a DPoP proof'),
+  confirmation_phrase: z.boolean().describe('whether its devices show the confirmation phrase, so that the approval page asks for it'),
   created_at: z.string(),
   disabled: z.boolean(),
 });
@@ -42,6 +43,7 @@ export const createdClient = z.object({
   grant_types: z.array(z.string()),
   redirect_uris: z.array(z.string()),
   dpop_bound_access_tokens: z.boolean(),
+  confirmation_phrase: z.boolean(),
 });
 
 export const rotatedSecret = z.object({
@@ -102,6 +104,8 @@ const purgedCounts = z.object({
   platformIcons: z.number(),
 });
 export const purged = purgedCounts;
+
+export const serverInfo = z.object({ issuer: z.string(), version: z.string() });
 
 export const housekeepingHealth = z.object({
   scheduled: z.boolean(),

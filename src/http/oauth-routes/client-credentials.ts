@@ -3,15 +3,18 @@ import { z } from 'zod';
 import type { ClientCredentials } from '../../oauth/client-auth.js';
 
 /**
- * What a request offers to identify its client: the Basic header, the form's client_id and, where
- * the endpoint accepts client_secret_post (the token endpoint only), the form's client_secret.
+ * What a request offers to identify its client: the Basic header, the form's client_id and
+ * client_secret, and whether it tried a client assertion (a method this server does not support;
+ * those fields are not in the endpoints' forms, so they are looked for in the raw body).
  */
-export function clientCredentials(
-  request: FastifyRequest,
-  form: { client_id?: string | undefined; client_secret?: string | undefined },
-  { secretInBody = false }: { secretInBody?: boolean } = {},
-): ClientCredentials {
-  return { authorization: request.headers.authorization, clientId: form.client_id, clientSecret: form.client_secret, secretInBody };
+export function clientCredentials(request: FastifyRequest, form: { client_id?: string | undefined; client_secret?: string | undefined }): ClientCredentials {
+  const body = request.body && typeof request.body === 'object' ? (request.body as Record<string, unknown>) : {};
+  return {
+    authorization: request.headers.authorization,
+    clientId: form.client_id,
+    clientSecret: form.client_secret,
+    assertion: body.client_assertion !== undefined || body.client_assertion_type !== undefined,
+  };
 }
 
 /**

@@ -2,12 +2,12 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { identifyClient } from '../../oauth/client-auth.js';
-import { requestDeviceAuthorization } from '../../oauth/device/authorization.js';
+import { checkDeviceAuthorization, requestDeviceAuthorization } from '../../oauth/device/authorization.js';
 import { dpopNonceHeader, verifyDpopProof } from '../../oauth/dpop.js';
 import { endpoints } from '../../oauth/metadata.js';
 import { parseScope } from '../../oauth/scopes.js';
 import { parseForm } from '../form.js';
-import { consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
+import { consumeAppBudget, consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
 import { clientCredentials } from './client-credentials.js';
 
 const deviceCodeForm = z.object({
@@ -30,17 +30,22 @@ export function deviceAuthorizationRoutes(app: FastifyInstance, deps: Deps): voi
     const form = parseForm(deviceCodeForm, request.body);
     // The insert itself refuses a disabled app (one round trip for the whole request).
     const client = await identifyClient(deps.clients, clientCredentials(request, form));
-    const perApp = consumeOAuthLimit(deps, 'deviceCodePerClient', client.clientId);
-    if (perApp) await perApp;
-    // A proof here binds the request to its key (draft-parecki-oauth-dpop-device-flow).
-    const proof = await verifyDpopProof(deps, { header: request.headers.dpop, method: 'POST', url }, 'token_endpoint');
-    const response = await requestDeviceAuthorization(deps, client, {
+    const input = {
       scope: parseScope(form.scope),
       platform_name: form.platform_name,
       platform_description: form.platform_description,
       platform_icon: form.platform_icon,
-      dpopJkt: proof?.jkt ?? null,
-    }, { ip: request.ip, userAgent: request.headers['user-agent'] });
+    };
+    // A request refused for what it is (grant type, scope, platform fields) never uses the app's budget.
+    checkDeviceAuthorization(client, input);
+    const perApp = consumeAppBudget(deps, 'deviceCodePerClient', client.clientId, request);
+    if (perApp) await perApp;
+    // A proof here binds the request to its key (draft-parecki-oauth-dpop-device-flow).
+    const proof = await verifyDpopProof(deps, { header: request.headers.dpop, method: 'POST', url }, 'token_endpoint');
+    const response = await requestDeviceAuthorization(deps, client, { ...input, dpopJkt: proof?.jkt ?? null }, {
+      ip: request.ip,
+      userAgent: request.headers['user-agent'],
+    });
     return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').headers(dpopNonceHeader(deps)).send(response);
   });
 }

@@ -9,7 +9,7 @@ import { grantTypes } from '../../oauth/grant-types/index.js';
 import { endpoints } from '../../oauth/metadata.js';
 import { parseForm } from '../form.js';
 import { sendOAuthError } from '../plugins/error-handler.js';
-import { consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
+import { consumeAppBudget, consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
 import { clientCredentials } from './client-credentials.js';
 
 const tokenForm = z.object({
@@ -27,13 +27,14 @@ export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
     if (perAddress) await perAddress;
     const form = parseForm(tokenForm, request.body);
     // The grant types' handlers refuse a disabled app in the same statement that does their work.
-    const client = await identifyClient(deps.clients, clientCredentials(request, form, { secretInBody: true }));
-    const perApp = consumeOAuthLimit(deps, 'tokenPerClient', client.clientId);
-    if (perApp) await perApp;
+    const client = await identifyClient(deps.clients, clientCredentials(request, form));
     const grantType = grantTypes.get(form.grant_type);
     if (!grantType) throw unsupportedGrantType(`grant_type ${form.grant_type} is not supported`);
     requireGrantType(client, grantType.grantType);
     const parameters = parseForm(grantType.parameters, request.body);
+    // Only now: a request refused for what it is (form, app, grant type) never uses the app's budget.
+    const perApp = consumeAppBudget(deps, 'tokenPerClient', client.clientId, request);
+    if (perApp) await perApp;
     let response;
     try {
       // RFC 9449 §5: checked only when a proof came (or the app requires one), so Bearer requests pay nothing.

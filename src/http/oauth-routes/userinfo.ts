@@ -4,6 +4,7 @@ import { verifyAccessToken } from '../../oauth/access-tokens.js';
 import { dpopChallenge, dpopNonceHeader, keyNotProven, readDpopProof, spendDpopProof, verifyReadProof } from '../../oauth/dpop.js';
 import { OAuthError, invalidRequest, invalidToken } from '../../oauth/errors.js';
 import { endpoints } from '../../oauth/metadata.js';
+import { consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
 
 /** RFC 6750 §2.1 b64token after the scheme, which RFC 7235 §2.1 makes case-insensitive. */
 const AUTHORIZATION = /^(Bearer|DPoP) ([A-Za-z0-9\-._~+/]+=*)$/i;
@@ -43,6 +44,10 @@ export function userinfoRoutes(app: FastifyInstance, deps: Deps): void {
   const url = endpoints(deps.config.issuer).userinfo_endpoint;
   // OpenID Connect Core §5.3
   const handler = async (request: FastifyRequest) => {
+    // Before any other work, as at the token endpoint: a flood from one address (an IPv6 /64) is
+    // refused before its token is looked up or its proof checked.
+    const perAddress = consumeOAuthLimit(deps, 'userinfoPerIp', limitedAddress(deps, request));
+    if (perAddress) await perAddress;
     const { scheme, token: value } = presentedToken(request);
     // RFC 9449 §7.1: under the DPoP scheme the proof, with ath naming this token, comes first: its
     // claims at once, its signature only once the token turned out to be live (a junk token costs

@@ -17,6 +17,7 @@ import { parsePageForm } from '../form.js';
 import { renderPage } from './render.js';
 import type { MessageKey, Translator } from '../../i18n/catalogues.js';
 import { describePlace, describeWhere } from '../../i18n/places.js';
+import type { ProximitySignal } from '../../oauth/device/proximity.js';
 import { translatorFor } from '../page-language.js';
 import { signInUrl } from './sign-in.js';
 
@@ -41,6 +42,8 @@ interface CodeStepModel {
   userCode: string;
   message: string | null;
   link: { href: string; text: string } | null;
+  /** The message names where the request came from: the footer credits the data (CC BY 4.0). */
+  usesLocationData?: boolean;
 }
 
 function renderCodeStep(deps: Deps, request: FastifyRequest, reply: FastifyReply, page: ActivationPage, model: CodeStepModel, status = 200) {
@@ -49,7 +52,14 @@ function renderCodeStep(deps: Deps, request: FastifyRequest, reply: FastifyReply
     request,
     reply,
     'activate/code.eta',
-    { title: translatorFor(request).t('activate.title', { kind }), action: path, kind, codeMinutes: Math.round(deps.config.deviceCodeTtl / 60), ...model },
+    {
+      title: translatorFor(request).t('activate.title', { kind }),
+      action: path,
+      kind,
+      codeMinutes: Math.round(deps.config.deviceCodeTtl / 60),
+      wayBack: codeStepPath(page, model.userCode),
+      ...model,
+    },
     status,
   );
 }
@@ -86,21 +96,39 @@ function refusal(i18n: Translator, page: ActivationPage, refused: RefusedCode): 
 
 function refuseCode(deps: Deps, request: FastifyRequest, reply: FastifyReply, page: ActivationPage, typed: string, refused: RefusedCode) {
   const { status, message, link } = refusal(translatorFor(request), page, refused);
-  return renderCodeStep(deps, request, reply, page, { userCode: typed, message, link }, status);
+  const usesLocationData = refused.kind === 'refused_by_policy';
+  return renderCodeStep(deps, request, reply, page, { userCode: typed, message, link, usesLocationData }, status);
 }
+
+/** The warning each raised signal gives on the approval page, in this order. */
+const SIGNAL_WARNINGS = [
+  ['hosting_network', 'approve.warning_hosting'],
+  ['relay_network', 'approve.warning_relay'],
+  ['country_mismatch', 'approve.warning_country'],
+  ['unknown_location', 'approve.warning_unknown'],
+] as const satisfies readonly (readonly [ProximitySignal, MessageKey])[];
 
 /** "Requested 3 minutes ago from Berlin, Germany on Hetzner Online GmbH" and what to make of it. */
 function contextModel(deps: Deps, i18n: Translator, pending: PendingRequestView) {
-  const { requester, sameNetwork, signals, action } = pending.proximity;
+  const { requester, sameNetwork, sameProvider, signals, action } = pending.proximity;
   const minutesAgo = Math.max(0, Math.floor((deps.clock.now().getTime() - pending.requestedAt.getTime()) / 60_000));
   return {
     requestedAgo: i18n.t('time.minutes_ago', { minutes: minutesAgo }),
     where: describeWhere(i18n, requester),
     network: requester.network,
     address: requester.address,
+    /** Only for the same address or IPv6 prefix with no signal raised (proximity.ts). */
     sameNetwork,
+    /** The shared AS's name, for the weaker statement; never instead of a warning. */
+    sameProvider,
     hosting: signals.includes('hosting_network'),
+    relay: signals.includes('relay_network'),
     countryMismatch: signals.includes('country_mismatch'),
+    /** One sentence per raised signal: none hides another. */
+    warnings: SIGNAL_WARNINGS.filter(([signal]) => signals.includes(signal)).map(([signal, key]) =>
+      // Either side may be the one that cannot be placed: say which.
+      i18n.t(signal === 'unknown_location' && requester.kind === 'public' && requester.country !== null ? 'approve.warning_unknown_approver' : key),
+    ),
     warn: action === 'warn' || action === 'confirm',
     confirm: action === 'confirm',
   };
@@ -126,9 +154,11 @@ function renderApprovalStep(
       action: `${path}/decision`,
       kind,
       request: pending,
-      validity: { minutesLeft, until: i18n.time(pending.expiresAt) },
+      validity: { minutesLeft },
       context: contextModel(deps, i18n, pending),
       problem,
+      usesLocationData: true,
+      wayBack: codeStepPath(page, pending.userCode),
     },
     problem ? 400 : 200,
   );
@@ -154,11 +184,9 @@ const decisionForm = z.object({
   in_front_of_me: z.literal('yes').optional(),
 });
 
-function decisionChoice(form: z.output<typeof decisionForm>, page: ActivationPage): DecisionChoice {
+function decisionChoice(form: z.output<typeof decisionForm>): DecisionChoice {
   if (form.action === 'deny') return { action: 'deny' };
-  // Browsers enforce the required radio; only a hand-made request gets here without one.
-  if (!form.phrase) throw new PageError(400, 'error.choose_phrase', 'error.choose_phrase_message', { kind: PAGES[page].kind });
-  return { action: 'approve', phrase: form.phrase, inFrontOfMe: form.in_front_of_me === 'yes' };
+  return { action: 'approve', phrase: form.phrase || null, inFrontOfMe: form.in_front_of_me === 'yes' };
 }
 
 type Resolution<T> = { kind: 'refused'; refusal: RefusedCode } | { kind: 'resolved'; value: T };
@@ -240,7 +268,7 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
       const user = request.session?.user;
       if (!user) return reply.redirect(signInUrl(codeStepPath(page, form.user_code)), 303);
       const shown = { userCode: form.user_code, handle: form.request_handle };
-      const choice = decisionChoice(form, page);
+      const choice = decisionChoice(form);
       return resolveWithinGuessLimit(
         deps,
         request,
@@ -255,6 +283,8 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
         },
         (decided) => {
           if (decided.kind === 'refused') return refuseCode(deps, request, reply, page, form.user_code, decided.refusal);
+          // Browsers enforce the required radio; only a hand-made request gets here without one.
+          if (decided.kind === 'needs_phrase') throw new PageError(400, 'error.choose_phrase', 'error.choose_phrase_message', { kind: PAGES[page].kind });
           if (decided.kind === 'needs_confirmation') {
             const problem = translatorFor(request).t('approve.tick_to_approve', { kind: PAGES[page].kind });
             return renderApprovalStep(deps, request, reply, page, decided.request, problem);
@@ -266,7 +296,7 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
             request,
             reply,
             'activate/result.eta',
-            { title: i18n.t(said.heading, { kind }), message: i18n.t(said.message, { kind, app: decided.appName }), tone: said.tone, againHref: path, kind },
+            { title: i18n.t(said.heading, { kind }), message: i18n.t(said.message, { kind, app: decided.appName }), tone: said.tone, againHref: path, kind, wayBack: path },
             said.status,
           );
         },

@@ -5,6 +5,7 @@ import { normaliseEmail } from '../../accounts/users.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sha256 } from '../../lib/random.js';
 import { limitedAddress, reserveAttempt, waitText } from '../rate-limit.js';
+import { addressPrefixes } from '../../lib/client-address.js';
 import type { Reservation } from '../../rate-limits/limiter.js';
 import { PasswordChecksBusy } from '../../accounts/password-checks.js';
 import { signIn, signOut } from '../../accounts/sessions.js';
@@ -72,6 +73,8 @@ const signInForm = z.object({
   return_to: z.string().default(''),
 });
 
+const signOutForm = z.object({ return_to: z.string().optional() });
+
 const REFUSALS = {
   // One message for an unknown email and a wrong password: the page reveals no accounts.
   wrong_credentials: { status: 401, message: 'signin.wrong_credentials' },
@@ -117,16 +120,21 @@ export function signInRoutes(app: FastifyInstance, deps: Deps): void {
       return renderPage(request, reply, 'signin.eta', { title: i18n.t('signin.title'), returnTo, email: form.email, message, notice: null }, status);
     };
     const address = limitedAddress(deps, request);
+    // Hashed: counters carry no email, and a key's length does not depend on what was typed.
+    const account = sha256(normaliseEmail(form.email)).toString('base64url');
+    const sender = { address, networks: addressPrefixes(request.ip), account };
     const busy = () => {
       reply.header('Retry-After', String(BUSY_RETRY_SECONDS));
       return renderSignIn(i18n.t('signin.busy'), 503);
     };
-    // Before any other work: a flood from one address is turned away without a database write.
-    const admission = deps.passwordChecks.admit(address);
-    if (!admission.admitted) return busy();
+    // Before any other work: a flood is turned away without a password check, and its refusal counts
+    // against its address as a failure (never given back), so that a flood uses up its own attempts.
+    const admission = deps.passwordChecks.admit(sender);
+    if (!admission.admitted) {
+      await reserveAttempt(deps, [['signInPerIp', address]]).catch(() => undefined);
+      return busy();
+    }
     try {
-      // Hashed: counters carry no email, and a key's length does not depend on what was typed.
-      const account = sha256(normaliseEmail(form.email)).toString('base64url');
       const reservation = await reserveAttempt(deps, [
         ['signInPerAccountIp', `${account} ${address}`],
         ['signInPerIp', address],
@@ -144,14 +152,20 @@ export function signInRoutes(app: FastifyInstance, deps: Deps): void {
       try {
         result = await signIn(deps, request.session, form, admission.place);
       } catch (error) {
+        // Turned away for capacity: it counts against the address, not against the account.
+        if (error instanceof PasswordChecksBusy) {
+          void reservation.refund(['signInPerIp']);
+          return busy();
+        }
         // Not verified: the attempt was no failure.
         void reservation.refund();
-        if (error instanceof PasswordChecksBusy) return busy();
         throw error;
       }
       // Only failures count: a right password (banned or not) gives its reservation back.
       if (result.kind !== 'wrong_credentials') await reservation.refund();
       if (result.kind === 'signed_in') {
+        // This address and this account come first in the password-check queue from now on.
+        deps.passwordChecks.succeeded(sender);
         setSessionCookie(reply, deps.config, result.started.cookieValue);
         clearAnonymousCookie(reply, deps.config);
         return reply.redirect(returnTo, 303);
@@ -164,9 +178,11 @@ export function signInRoutes(app: FastifyInstance, deps: Deps): void {
   });
 
   app.post('/signout', async (request, reply) => {
+    const form = parsePageForm(signOutForm, request.body);
     // An anonymous visitor has no row to end; the sign-in page it lands on keeps it anonymous.
     if (request.session?.kind === 'stored') await signOut(deps, request.session);
     clearSessionCookie(reply, deps.config);
-    return reply.redirect('/signin', 303);
+    // "Not you?" names the page it was pressed on: the next person signs in and carries on there.
+    return reply.redirect(form.return_to === undefined ? '/signin' : signInUrl(localReturnPath(form.return_to)), 303);
   });
 }

@@ -36,14 +36,18 @@ export interface DeviceAuthorizationInput {
   dpopJkt: string | null;
 }
 
-/** RFC 8628 §3.2, plus the confirmation phrase the device must display. */
-export interface DeviceAuthorizationResponse {
+/** RFC 8628 §3.2: the answer to an app whose devices show no confirmation phrase. */
+export interface StandardDeviceAuthorizationResponse {
   device_code: string;
   user_code: string;
   verification_uri: string;
   verification_uri_complete: string;
   expires_in: number;
   interval: number;
+}
+
+/** RFC 8628 §3.2, plus the confirmation phrase the device must display (the default). */
+export interface DeviceAuthorizationResponse extends StandardDeviceAuthorizationResponse {
   confirmation_phrase: string;
 }
 
@@ -53,12 +57,12 @@ export interface DeviceAuthorizationResponse {
  */
 const USER_CODE_ATTEMPTS = 5;
 
-export async function requestDeviceAuthorization(
-  deps: Deps,
-  client: Client,
-  input: DeviceAuthorizationInput,
-  origin: RequestOrigin,
-): Promise<DeviceAuthorizationResponse> {
+/**
+ * Whatever refuses a device authorization request for what it is (the app's grant types, its
+ * scopes, the platform fields), without the database: the route checks it before counting the
+ * request against the app's budget, so that a request refused anyway never uses that budget.
+ */
+export function checkDeviceAuthorization(client: Client, input: Omit<DeviceAuthorizationInput, 'dpopJkt'>) {
   // RFC 8628 §3.2 answers with RFC 6749 §5.2's errors: an app not registered for the grant is unauthorized_client.
   requireGrantType(client, DEVICE_CODE_GRANT);
   const scopes = grantableScopes(input.scope, client.allowedScopes);
@@ -67,9 +71,19 @@ export async function requestDeviceAuthorization(
     platform_description: validatePlatformText('platform_description', input.platform_description),
     platform_icon: validatePlatformIcon(input.platform_icon),
   };
+  return { scopes, platform };
+}
+
+export async function requestDeviceAuthorization(
+  deps: Deps,
+  client: Client,
+  input: DeviceAuthorizationInput,
+  origin: RequestOrigin,
+): Promise<DeviceAuthorizationResponse | StandardDeviceAuthorizationResponse> {
+  const { scopes, platform } = checkDeviceAuthorization(client, input);
   const { config, clock } = deps;
   const deviceCode = mintOpaque(TOKEN_PREFIX.deviceCode);
-  const { phrase, choices } = generatePhraseChoices();
+  const { phrase, choices } = client.confirmationPhrase ? generatePhraseChoices() : { phrase: null, choices: null };
   const now = clock.now();
 
   for (let attempt = 0; attempt < USER_CODE_ATTEMPTS; attempt++) {
@@ -106,7 +120,7 @@ export async function requestDeviceAuthorization(
       verification_uri_complete: `${verificationUri}?user_code=${userCode}`,
       expires_in: config.deviceCodeTtl,
       interval: config.devicePollInterval,
-      confirmation_phrase: phrase,
+      ...(phrase === null ? {} : { confirmation_phrase: phrase }),
     };
   }
   throw new Error('could not allocate a unique user code');

@@ -26,7 +26,8 @@ export interface PendingRequestView {
   platformDescription: string | null;
   /** The icon's path on our own origin once the server has stored it; null until then, or when the fetch failed. */
   platformIcon: string | null;
-  phraseChoices: string[];
+  /** The phrases to choose from; null when the app's devices show no phrase, so none is asked. */
+  phraseChoices: string[] | null;
   /** When the code stops working (WCAG 2.2 SC 2.2.1: the page says how long is left). */
   expiresAt: Date;
   requestedAt: Date;
@@ -76,7 +77,7 @@ function classify(deps: Deps, row: FoundRequest, userCode: string, page: Activat
       phraseChoices: row.phrase_choices,
       expiresAt: row.expires_at,
       requestedAt: row.created_at,
-      proximity: assessProximity(deps.geo, row.requester_ip, approverIp, deps.config.proximityPolicy),
+      proximity: assessProximity(deps.geo, row.requester_ip, approverIp, deps.config),
     },
   };
 }
@@ -98,8 +99,8 @@ export async function lookUpUserCode(deps: Deps, typed: string, page: Activation
 
 /** What a decision records of its context: both sides' places and the warnings shown. */
 function decisionContext(proximity: ProximityAssessment): string {
-  const { requester, approver, sameNetwork, signals, action } = proximity;
-  return JSON.stringify({ requester, approver, same_network: sameNetwork, signals, action });
+  const { requester, approver, sameNetwork, sameProvider, signals, action } = proximity;
+  return JSON.stringify({ requester, approver, same_network: sameNetwork, same_provider: sameProvider, signals, action });
 }
 
 function countDecision(deps: Deps, decision: string, proximity: ProximityAssessment): void {
@@ -121,10 +122,13 @@ export async function approveWithPhrase(
   deps: Deps,
   requestId: string,
   user: { userId: string; authTime: Date },
-  pickedPhrase: string,
+  /** Null for a request whose device shows no phrase. */
+  pickedPhrase: string | null,
   context: string | null = null,
+  /** Stored with the approval: the redeeming poll and later refreshes are compared with it (proximity.ts). */
+  approverIp: string | null = null,
 ): Promise<Decision> {
-  const status = await approveDeviceRequest(deps.db, requestId, { ...user, pickedPhrase, context }, deps.clock.now());
+  const status = await approveDeviceRequest(deps.db, requestId, { ...user, pickedPhrase, context, approverIp }, deps.clock.now());
   if (status === 'approved') return 'approved';
   if (status === 'denied') return 'cancelled_wrong_phrase';
   return 'already_decided';
@@ -136,14 +140,19 @@ export async function denyRequest(deps: Deps, requestId: string, userId: string,
 
 export type RefusedCode = Exclude<CodeLookup, { kind: 'pending' }>;
 
-/** `inFrontOfMe`: the extra step the policy may ask for ("I am setting up a device that is in front of me"). */
-export type DecisionChoice = { action: 'approve'; phrase: string; inFrontOfMe: boolean } | { action: 'deny' };
+/**
+ * `inFrontOfMe`: the extra step the policy may ask for ("I am setting up a device that is in front of me").
+ * `phrase`: the one picked, null when none was (right only for a request whose device shows none).
+ */
+export type DecisionChoice = { action: 'approve'; phrase: string | null; inFrontOfMe: boolean } | { action: 'deny' };
 
 export type DecisionOutcome =
   | { kind: 'decided'; decision: Decision; appName: string }
   | { kind: 'refused'; refusal: RefusedCode }
   /** Approve without the extra step the policy asks for here: nothing decided, the page again. */
-  | { kind: 'needs_confirmation'; request: PendingRequestView };
+  | { kind: 'needs_confirmation'; request: PendingRequestView }
+  /** Approve without a phrase for a request whose device shows one: nothing decided. */
+  | { kind: 'needs_phrase' };
 
 /**
  * The decision on the request the user saw on the approval page. Everything is checked again
@@ -181,10 +190,12 @@ export async function decideShownRequest(
   if (choice.action === 'approve' && proximity.action === 'confirm' && !choice.inFrontOfMe) {
     return { kind: 'needs_confirmation', request: lookup.request };
   }
+  if (choice.action === 'approve' && row.phrase !== null && choice.phrase === null) return { kind: 'needs_phrase' };
   const context = decisionContext(proximity);
   const decision =
     choice.action === 'approve'
-      ? await approveWithPhrase(deps, row.request_id, user, choice.phrase, context)
+      ? // A phrase sent for a request whose device shows none is no pick: the user confirmed the code.
+        await approveWithPhrase(deps, row.request_id, user, row.phrase === null ? null : choice.phrase, context, approverIp)
       : await denyRequest(deps, row.request_id, user.userId, context);
   if (decision !== 'already_decided') {
     deps.metrics.verificationDecisions.inc({ decision });

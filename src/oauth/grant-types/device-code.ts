@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { lockUserForIssuance } from '../../repositories/users.js';
 import {
+  denyApprovedForRedeemer,
   denyRedeemedForBannedUser,
   isDeviceRequestBound,
   recordDevicePoll,
@@ -15,6 +16,7 @@ import { issueNewGrant, receivesRefreshTokens } from '../issuance.js';
 import { DEVICE_CODE_GRANT } from '../metadata.js';
 import type { TokenResponse } from '../token-response.js';
 import { hashOpaque } from '../tokens.js';
+import { assessRedeemer } from '../device/proximity.js';
 import type { GrantContext } from './types.js';
 
 export const grantType = DEVICE_CODE_GRANT;
@@ -28,6 +30,7 @@ const DENIAL_TEXT = {
   wrong_phrase: 'the user picked a confirmation phrase that was not shown on this device; the request was cancelled',
   user_banned: 'the user may not sign in',
   policy: "the service's policy refused a request from where this one came from",
+  redeemer_mismatch: "the service's policy refused to deliver tokens to where this poll came from; the request was cancelled",
 } as const;
 
 /** Most polls' answer, the same every time: made once rather than on each of them. */
@@ -61,6 +64,16 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
   if (poll.throttled) throw slowDown(`polling too fast; wait at least ${poll.interval_seconds} seconds between polls`);
   if (poll.status === 'pending') throw STILL_PENDING;
 
+  // Issue 27 §3: the poll that would collect the tokens is judged like the request, from what the
+  // poll's statement returned and an in-memory lookup: no round trip more.
+  const redeemer = assessRedeemer(deps.geo, { requesterIp: poll.requester_ip, approverIp: poll.approver_ip }, context.ip, deps.config);
+  if (redeemer.action === 'deny') {
+    // Committed on its own: this and every later poll of the request hear access_denied.
+    await denyApprovedForRedeemer(deps.db, poll.request_id, context.ip, now);
+    throw accessDenied(DENIAL_TEXT.redeemer_mismatch);
+  }
+  const redeemedBy = { ip: context.ip, action: redeemer.action, signals: redeemer.signals };
+
   const outcome = await deps.db.transaction().execute(async (trx) => {
     const redeemed = await redeemApprovedRequest(trx, poll.request_id, now);
     if (!redeemed) return { kind: 'lost' as const };
@@ -84,6 +97,8 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
         // An icon still being fetched at redemption (a few seconds at most) stays off the grant.
         platformIconSha256: redeemed.platform_icon_sha256,
         signedInIp: redeemed.requester_ip,
+        approverIp: redeemed.approver_ip,
+        redeemer: redeemedBy,
       },
       // The request's key if it was bound (the poll proved it), else the redeeming poll's: RFC 9449 §5.
       dpopJkt: context.dpopJkt,

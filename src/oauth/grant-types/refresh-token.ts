@@ -11,6 +11,8 @@ import type { RotationOutcome } from '../../repositories/refresh-tokens.js';
 import type { TokenResponse } from '../token-response.js';
 import { TOKEN_PREFIX } from '../tokens.js';
 import type { GrantContext } from './types.js';
+import { movedClass, refreshedElsewhere } from '../device/proximity.js';
+import { insertGrantEvent } from '../../repositories/grants.js';
 
 export const grantType = REFRESH_TOKEN_GRANT;
 
@@ -50,7 +52,10 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     ip: context.ip,
     dpopJkt: context.dpopJkt,
   });
-  if (rotation.kind === 'rotated') return rotation.response;
+  if (rotation.kind === 'rotated') {
+    await recordIfElsewhere(deps, rotation.outcome, context);
+    return rotation.response;
+  }
   if (rotation.kind === 'unknown') {
     await refuseIfDisabled(deps.clients, client);
     throw invalidGrant(UNKNOWN);
@@ -83,9 +88,31 @@ async function retryOrRevoke(
   outcome: RotationOutcome,
   context: GrantContext,
 ): Promise<TokenResponse> {
+  // Issue 27 §3: a copied old token presented from another country, AS or hosting class than the
+  // rotation it would repeat is reuse, not a lost answer.
+  if (outcome.previous_ip !== null && movedClass(deps.geo, outcome.previous_ip, context.ip)) return revokeReusedGrant(deps, outcome, context);
   const retried = await retryGrantTokens(deps, { client, presentedToken, outcome, ip: context.ip });
   if (retried) return retried;
   return revokeReusedGrant(deps, outcome, context);
+}
+
+/**
+ * Issue 27 §3: a device-flow grant refreshed from another country than its approval or from a
+ * hosting network is recorded, once per move (the ordinary refresh writes nothing more).
+ */
+async function recordIfElsewhere(deps: Deps, outcome: RotationOutcome, context: GrantContext): Promise<void> {
+  const signals = refreshedElsewhere(deps.geo, { approverIp: outcome.approver_ip, previousIp: outcome.previous_ip }, context.ip);
+  if (signals === null) return;
+  await insertGrantEvent(deps.db, {
+    grant_id: outcome.grant_id,
+    user_id: outcome.user_id,
+    client_id: outcome.client_id,
+    event: 'refreshed_elsewhere',
+    reason: signals.join(' '),
+    client_ip: context.ip,
+    created_at: deps.clock.now(),
+    details: JSON.stringify({ signals, approver_ip: outcome.approver_ip, previous_ip: outcome.previous_ip }),
+  });
 }
 
 /** Committed before invalid_grant goes out: a throw inside a transaction would roll it back. */
