@@ -24,6 +24,7 @@ import * as dpopBindsTokensToAKey from './2026-11-24T09-30-00_dpop_binds_tokens_
 import * as devicesThatShowNoPhrase from './2026-11-26T01-00-00_devices_that_show_no_phrase.js';
 import * as theRedeemerIsJudgedLikeTheRequest from './2026-11-26T08-00-00_the_redeemer_is_judged_like_the_request.js';
 import * as appsRegisterWhereSignOutReturns from './2026-11-26T09-00-00_apps_register_where_sign_out_returns.js';
+import * as platformIconsAreBounded from './2026-11-26T09-00-00_platform_icons_are_bounded.js';
 
 /**
  * Every migration, by name, in order. A static list (rather than reading the folder) works the
@@ -55,4 +56,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-26T01-00-00_devices_that_show_no_phrase': devicesThatShowNoPhrase,
   '2026-11-26T08-00-00_the_redeemer_is_judged_like_the_request': theRedeemerIsJudgedLikeTheRequest,
   '2026-11-26T09-00-00_apps_register_where_sign_out_returns': appsRegisterWhereSignOutReturns,
+  '2026-11-26T09-00-00_platform_icons_are_bounded': platformIconsAreBounded,
 };

@@ -58,6 +58,24 @@ function registerGracefulClose(app: FastifyInstance): void {
   });
 }
 
+/**
+ * Issue 28 §2: a client that sends its headers and then stalls (or trickles) is cut off, and the
+ * number of sockets is capped, so that stalled connections cannot take every descriptor. Node
+ * checks the header and request timeouts every `connectionsCheckingInterval`, so that interval is
+ * a fraction of the shortest of them.
+ */
+function connectionLimits(http: Deps['config']['http']) {
+  const headersTimeout = http.headersTimeoutSeconds * 1000;
+  const requestTimeout = http.requestTimeoutSeconds * 1000;
+  return {
+    http: { headersTimeout, requestTimeout, connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(headersTimeout / 4))) },
+    requestTimeout,
+    connectionTimeout: http.idleTimeoutSeconds * 1000,
+    keepAliveTimeout: http.keepAliveTimeoutSeconds * 1000,
+    maxRequestsPerSocket: http.maxRequestsPerSocket,
+  };
+}
+
 /** Builds the whole HTTP application; never listens (server.ts does, tests inject). */
 export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<FastifyInstance> {
   const logging =
@@ -71,6 +89,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     // Client IPs feed rate limits and audit events: forwarded headers count only from trusted proxies.
     trustProxy: deps.config.trustProxy,
     bodyLimit: 64 * 1024,
+    ...connectionLimits(deps.config.http),
     requestIdHeader: false,
     genReqId: () => crypto.randomUUID(),
     routerOptions: { ignoreTrailingSlash: true, querystringParser: strictQueryParser },
@@ -139,5 +158,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
     endSessionRoutes(pages, deps);
   });
 
+  // Past the cap, node closes a new socket at once (it never reaches a route).
+  app.server.maxConnections = deps.config.http.maxConnections;
   return app;
 }

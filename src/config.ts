@@ -149,6 +149,15 @@ const schema = z
     DEVELOPMENT_SETUP: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
     SIGNING_KEY_ROTATION_DAYS: z.coerce.number().positive().max(3650).default(90),
     JWKS_CACHE_SECONDS: z.coerce.number().int().min(0).max(86400).default(300),
+    // Connections (issue 28 §2): no socket is held for ever by a client that stalls.
+    HTTP_HEADERS_TIMEOUT: z.coerce.number().int().min(1).max(300).default(10),
+    HTTP_REQUEST_TIMEOUT: z.coerce.number().int().min(1).max(600).default(30),
+    HTTP_IDLE_TIMEOUT: z.coerce.number().int().min(1).max(3600).default(120),
+    HTTP_KEEP_ALIVE_TIMEOUT: z.coerce.number().int().min(1).max(3600).default(65),
+    HTTP_MAX_REQUESTS_PER_SOCKET: z.coerce.number().int().min(0).max(1_000_000).default(1000),
+    HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(4096),
+    ICON_STORAGE_PER_APP: z.coerce.number().int().min(65_536).max(1_073_741_824).default(2 * 1024 * 1024),
+    ICON_STORAGE_TOTAL: z.coerce.number().int().min(65_536).max(68_719_476_736).default(64 * 1024 * 1024),
   })
   // A database server is shared and backed up elsewhere: the key that protects its private keys
   // must come from elsewhere too. Only a development setup may keep one in DATA_DIR.
@@ -172,6 +181,11 @@ const schema = z
   .refine((env) => !(env.ICON_FETCH_ALLOW_LOOPBACK && env.NODE_ENV === 'production'), {
     message: 'is for tests only and refused when NODE_ENV=production',
     path: ['ICON_FETCH_ALLOW_LOOPBACK'],
+  })
+  // Node refuses a header timeout longer than the request timeout it is part of.
+  .refine((env) => env.HTTP_HEADERS_TIMEOUT <= env.HTTP_REQUEST_TIMEOUT, {
+    message: 'must not exceed HTTP_REQUEST_TIMEOUT (the headers are part of the request)',
+    path: ['HTTP_HEADERS_TIMEOUT'],
   })
   .transform((env) => {
     const issuer = (env.ISSUER ?? `http://localhost:${env.PORT}`).replace(/\/+$/, '');
@@ -252,6 +266,9 @@ const schema = z
         concurrency: env.ICON_FETCH_CONCURRENCY,
         /** Tests only: loopback addresses count as public. */
         allowLoopback: env.ICON_FETCH_ALLOW_LOOPBACK,
+        /** Bytes of stored icons one app's requests may hold, and all apps together; past either, a new icon is not stored. */
+        storagePerApp: env.ICON_STORAGE_PER_APP,
+        storageTotal: env.ICON_STORAGE_TOTAL,
       },
       dpop: {
         /** RFC 9449 §11.1: a proof's iat may be this many seconds before or after the server's clock. */
@@ -271,6 +288,20 @@ const schema = z
         rotationSeconds: Math.round(env.SIGNING_KEY_ROTATION_DAYS * 86400),
         /** The JWKS's Cache-Control max-age, and so how long before it signs a new key must be published. */
         jwksCacheSeconds: env.JWKS_CACHE_SECONDS,
+      },
+      http: {
+        /** All of a request's headers must arrive within this many seconds of its first byte. */
+        headersTimeoutSeconds: env.HTTP_HEADERS_TIMEOUT,
+        /** The whole request, body included (at most 64 KiB), within this many seconds; else 408 and the socket closes. */
+        requestTimeoutSeconds: env.HTTP_REQUEST_TIMEOUT,
+        /** A socket on which nothing moves either way for this long is closed (a client that stops reading, say). */
+        idleTimeoutSeconds: env.HTTP_IDLE_TIMEOUT,
+        /** An idle keep-alive connection is closed after this long; keep it above a load balancer's idle timeout. */
+        keepAliveTimeoutSeconds: env.HTTP_KEEP_ALIVE_TIMEOUT,
+        /** A keep-alive connection is closed after this many requests (0: never). */
+        maxRequestsPerSocket: env.HTTP_MAX_REQUESTS_PER_SOCKET,
+        /** Connections past this many are closed at once, so descriptors stay for the database and the admin API. */
+        maxConnections: env.HTTP_MAX_CONNECTIONS,
       },
       purgeIntervalSeconds: env.PURGE_INTERVAL,
       purge: {

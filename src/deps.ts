@@ -6,7 +6,7 @@ import type { Clock } from './lib/clock.js';
 import { createMetrics, type Metrics } from './lib/metrics.js';
 import { PasswordChecks } from './accounts/password-checks.js';
 import { RateLimiter } from './rate-limits/limiter.js';
-import { databaseCounterStore, redisCounterStore, type OnceStore } from './rate-limits/store.js';
+import { databaseCounterStore, redisCounterStore, type CounterStore, type OnceStore } from './rate-limits/store.js';
 import { KeyRing } from './oauth/keys.js';
 import { asConfigError, ensureServerSecret, loadSealer, sealClearRows } from './oauth/key-encryption.js';
 import type { Sealer } from './lib/sealing.js';
@@ -34,6 +34,8 @@ export interface Deps {
   rateLimiter: RateLimiter;
   /** DPoP proofs already used (RFC 9449 §11.1), shared by every instance: the database, or Redis with REDIS_URL. */
   usedProofs: OnceStore;
+  /** Where counters and used proofs live, as /readyz asks whether it answers. */
+  counterStore: Pick<CounterStore, 'ping'>;
   /** DPoP proof headers already checked, with their keys (oauth/dpop.ts). */
   proofHeaders: CheckedProofHeaders;
   passwordChecks: PasswordChecks;
@@ -125,6 +127,7 @@ export async function createDeps(options: {
   }
   const platformIcons = new PlatformIcons(database.db, clock, log, metrics, {
     concurrency: config.iconFetch.concurrency,
+    storage: { perApp: config.iconFetch.storagePerApp, total: config.iconFetch.storageTotal },
     fetch: {
       resolve: options.iconFetching?.resolve ?? resolveWithSystem,
       addressRule: { allowLoopback: config.iconFetch.allowLoopback },
@@ -148,6 +151,7 @@ export async function createDeps(options: {
     metrics,
     rateLimiter,
     usedProofs: counters,
+    counterStore: counters,
     proofHeaders: new CheckedProofHeaders(),
     passwordChecks: new PasswordChecks(config.passwordChecks),
     clients,

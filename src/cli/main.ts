@@ -28,13 +28,13 @@ const USAGE = `usage: device-auth <command>
 
   migrate                       apply the schema's migrations (a server migrates at start)
   client create --name NAME --kind tv|bot|web --type public|confidential [--scope "openid profile email offline_access"]
-                [--no-introspection] [--grant-types "device_code refresh_token"] [--redirect-uri URL ...]
+                [--introspection] [--grant-types "device_code refresh_token"] [--redirect-uri URL ...]
                 [--post-logout-redirect-uri URL ...] [--dpop] [--no-confirmation-phrase]
                                 --dpop: tokens only with a DPoP proof (RFC 9449 dpop_bound_access_tokens).
                                 --no-confirmation-phrase: its devices show no confirmation phrase (stock
                                 RFC 8628 clients such as oidc-agent); the approval page then asks none.
-                                a confidential web app is a resource server that may introspect tokens
-                                unless --no-introspection; a tv or bot app never is. Grant types default
+                                --introspection: a confidential web app registered as a resource server,
+                                which may introspect tokens; no other app can be. Grant types default
                                 to what the kind always could: tv and bot "device_code refresh_token"
                                 (refresh_token: it gets refresh tokens), web "device_code". A web app
                                 that signs users in on the web adds authorization_code, which needs a
@@ -295,6 +295,7 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       kind: { type: 'string' },
       type: { type: 'string' },
       scope: { type: 'string' },
+      introspection: { type: 'boolean' },
       'no-introspection': { type: 'boolean' },
       'grant-types': { type: 'string' },
       'redirect-uri': { type: 'string', multiple: true },
@@ -303,13 +304,15 @@ async function clientCommand(sub: string | undefined, rest: string[]): Promise<u
       'confirmation-phrase': { type: 'boolean' },
       'no-confirmation-phrase': { type: 'boolean' },
     });
+    if (values.introspection && values['no-introspection']) throw new UsageError('give --introspection or --no-introspection, not both');
     const confirmationPhrase = phraseSetting(values);
     const body = {
       name: required(values, 'name'),
       kind: required(values, 'kind'),
       type: required(values, 'type'),
       ...(values.scope !== undefined && { scopes: scopeList(values.scope) }),
-      // Absent: the default of the kind and type.
+      // Absent: not a resource server (--no-introspection, its old opposite, still says so explicitly).
+      ...(values.introspection && { introspection: true }),
       ...(values['no-introspection'] && { introspection: false }),
       ...(values['grant-types'] !== undefined && { grant_types: await grantTypeList(values['grant-types']) }),
       ...(values['redirect-uri'] !== undefined && { redirect_uris: values['redirect-uri'] }),

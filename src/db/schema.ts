@@ -193,6 +193,10 @@ export interface PlatformIconsTable {
   sha256: Uint8Array;
   content_type: string;
   bytes: Uint8Array;
+  /** The app whose request stored it (null: stored before icons were bounded per app). */
+  client_id: string | null;
+  /** length(bytes), summed by the bounds of icon storage. */
+  byte_count: ColumnType<number, number | undefined, number>;
   created_at: Timestamp;
   last_used_at: Timestamp;
 }

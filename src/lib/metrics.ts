@@ -55,7 +55,7 @@ export function createMetrics(poolStats: () => PoolStats | null = () => null) {
     }),
     platformIconFetches: new Counter({
       name: 'device_auth_platform_icon_fetches_total',
-      help: 'Platform icons by outcome: stored (fetched), reused (fetched for the same URL a moment ago), dropped_busy (too many fetches at once), or why the fetch was refused',
+      help: 'Platform icons by outcome: stored (fetched), reused (fetched for the same URL a moment ago), dropped_busy (too many fetches at once), dropped_storage_full (icon storage bound reached), or why the fetch was refused',
       labelNames: ['outcome'] as const,
       registers: [registry],
     }),

@@ -82,7 +82,7 @@ export const newClientSchema = z
     kind: z.enum(['tv', 'bot', 'web']),
     type: z.enum(['public', 'confidential']),
     scopes: clientScopes.default([...SUPPORTED_SCOPES]),
-    /** RFC 7662 §2.1: registered as a resource server. Defaults to true exactly for a confidential web app. */
+    /** RFC 7662 §2.1: registered as a resource server, only when asked (issue 28 §4); only a confidential web app can be. */
     introspection: z.boolean().optional(),
     /** RFC 7591 §2. Defaults to what its kind could always do (defaultGrantTypes). */
     grant_types: grantTypes.optional(),
@@ -141,7 +141,8 @@ export async function createClient(
   const valid = newClientSchema.parse(input);
   const clientId = `${valid.kind}_${randomToken(12)}`;
   const secret = valid.type === 'confidential' ? `${CLIENT_SECRET_PREFIX}${randomToken(32)}` : null;
-  const introspection = valid.introspection ?? isResourceServerShape(valid);
+  // Off unless asked: an app registered only to sign users in has no business reading others' tokens.
+  const introspection = valid.introspection ?? false;
   const grants = [...new Set(valid.grant_types ?? defaultGrantTypes(valid.kind))];
   const redirects = [...new Set(valid.redirect_uris)];
   const postLogout = [...new Set(valid.post_logout_redirect_uris)];

@@ -12,10 +12,27 @@ import { OAuthError } from './errors.js';
 
 /**
  * Asymmetric algorithms only (RFC 9449 §4.2: never none, never a MAC). EdDSA and its fully
- * specified name Ed25519; RSA keys below 2048 bits are refused by jose itself.
+ * specified name Ed25519 (the Ed25519 curve only).
  */
 export const DPOP_SIGNING_ALGS = ['ES256', 'ES384', 'EdDSA', 'Ed25519', 'PS256', 'RS256'] as const;
 const ALGS: ReadonlySet<string> = new Set(DPOP_SIGNING_ALGS);
+
+/**
+ * The key type and curve each alg may use. A proof's cost is its key's: an RSA public exponent
+ * of 3,072 bits made one verification cost 13 ordinary proofs (issue 28), so RSA keys must use
+ * e = 65537 and a modulus of 2,048 to 4,096 bits, and curves are the alg's own.
+ */
+const KEY_SHAPES: Readonly<Record<string, { kty: string; crv?: string }>> = {
+  ES256: { kty: 'EC', crv: 'P-256' },
+  ES384: { kty: 'EC', crv: 'P-384' },
+  EdDSA: { kty: 'OKP', crv: 'Ed25519' },
+  Ed25519: { kty: 'OKP', crv: 'Ed25519' },
+  PS256: { kty: 'RSA' },
+  RS256: { kty: 'RSA' },
+};
+/** RSA: the standard public exponent only, base64url of 65537. */
+const RSA_EXPONENT = 'AQAB';
+export const RSA_MODULUS_BITS = { min: 2048, max: 4096 } as const;
 
 /** A 4096-bit RSA key with its proof is about 1.5 KB; nothing legitimate comes near this. */
 export const MAX_PROOF_LENGTH = 4096;
@@ -123,7 +140,28 @@ export class CheckedProofHeaders {
   }
 }
 
-/** RFC 9449 §4.3 steps 3-6: typ, an allowed alg, a public jwk; the key imported and named. */
+/** The modulus's length in bits from its base64url text, without decoding more than its first byte. */
+function modulusBits(n: string): number {
+  const bytes = Math.floor((n.length * 3) / 4);
+  const first = Buffer.from(n.slice(0, 4), 'base64url')[0] ?? 0;
+  return first === 0 ? (bytes - 1) * 8 : bytes * 8 - Math.clz32(first) + 24;
+}
+
+/** Why a jwk's shape does not fit its alg (kty, curve, RSA exponent and modulus size), or null: before any import. */
+function keyShapeProblem(jwk: JWK, alg: string): string | null {
+  const shape = KEY_SHAPES[alg];
+  if (!shape || jwk.kty !== shape.kty) return `the DPoP proof jwk must be of kty ${shape?.kty ?? '?'} for ${alg}`;
+  if (shape.crv !== undefined && jwk.crv !== shape.crv) return `the DPoP proof jwk must be on curve ${shape.crv} for ${alg}`;
+  if (shape.kty !== 'RSA') return null;
+  if (jwk.e !== RSA_EXPONENT) return 'the DPoP proof RSA key must use the public exponent 65537';
+  const bits = typeof jwk.n === 'string' && /^[A-Za-z0-9_-]+$/.test(jwk.n) ? modulusBits(jwk.n) : 0;
+  if (bits < RSA_MODULUS_BITS.min || bits > RSA_MODULUS_BITS.max) {
+    return `the DPoP proof RSA key must have a modulus of ${RSA_MODULUS_BITS.min} to ${RSA_MODULUS_BITS.max} bits`;
+  }
+  return null;
+}
+
+/** RFC 9449 §4.3 steps 3-6: typ, an allowed alg, a public jwk of a bounded shape; the key imported and named. */
 async function checkHeader(deps: ProofDeps, proof: string, place: ProofPlace): Promise<CheckedHeader> {
   const text = proof.slice(0, proof.indexOf('.'));
   const known = deps.proofHeaders.get(text);
@@ -140,6 +178,8 @@ async function checkHeader(deps: ProofDeps, proof: string, place: ProofPlace): P
   const jwk = protectedHeader.jwk as JWK | undefined;
   if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) throw refused(place, 'the DPoP proof must carry its public key as jwk');
   if (PRIVATE_MEMBERS.some((member) => member in jwk)) throw refused(place, 'the DPoP proof jwk must be a public key, without private parts');
+  const problem = keyShapeProblem(jwk, alg);
+  if (problem) throw refused(place, problem);
   let checked: CheckedHeader;
   try {
     checked = { alg, key: await importJWK(jwk, alg), jkt: await calculateJwkThumbprint(jwk, 'sha256') };
@@ -166,13 +206,40 @@ export function accessTokenHash(token: string): string {
   return createHash('sha256').update(token, 'ascii').digest('base64url');
 }
 
+/** A proof that passed every check, not yet recorded as used: `spendDpopProof` records it. */
+export interface CheckedProof extends VerifiedProof {
+  readonly proofHash: Buffer;
+  readonly expiresAt: Date;
+}
+
+/** The payload of a compact JWS, read before its signature is checked: only for cheap refusals. */
+function unverifiedPayload(proof: string, place: ProofPlace): Record<string, unknown> {
+  try {
+    const bytes = Buffer.from(proof.slice(proof.indexOf('.') + 1, proof.lastIndexOf('.')), 'base64url');
+    const parsed: unknown = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
+    return parsed as Record<string, unknown>;
+  } catch {
+    throw refused(place, 'the DPoP proof payload is not a JSON object');
+  }
+}
+
+/** A proof whose claims passed the cheap checks, its signature not yet verified: `verifyReadProof` does that. */
+export interface ReadProof {
+  readonly text: string;
+  readonly jti: string;
+  readonly now: Date;
+}
+
 /**
- * RFC 9449 §4.3: every check, in order of cost; the one write (the proof's jti, recorded once
- * across every instance) comes last, so a proof refused for any other reason uses nothing up.
- * Null when the request carried no DPoP header. Descriptions are ours; nothing of the proof is
- * echoed into a header or a log.
+ * RFC 9449 §4.3, the cheap half: one header, its size and shape, then the claims (jti shape, htm,
+ * htu, iat, ath, nonce), read before the header's key is imported and before the signature is
+ * verified, so a proof that would be refused anyway costs no public-key operation. The claims
+ * checked are the signed ones, since the signature, checked next, covers those same bytes. Null
+ * when the request carried no DPoP header. Descriptions are ours; nothing of the proof is echoed
+ * into a header or a log.
  */
-export async function verifyDpopProof(deps: ProofDeps, request: ProofRequest, place: ProofPlace): Promise<VerifiedProof | null> {
+export function readDpopProof(deps: ProofDeps, request: ProofRequest, place: ProofPlace): ReadProof | null {
   const { header } = request;
   if (header === undefined) return null;
   // Node joins repeated headers with ", ": either way, one proof only (RFC 9449 §4.3 step 1).
@@ -180,17 +247,7 @@ export async function verifyDpopProof(deps: ProofDeps, request: ProofRequest, pl
   if (header.length > MAX_PROOF_LENGTH) throw refused(place, `the DPoP proof is longer than ${MAX_PROOF_LENGTH} characters`);
   if (!COMPACT_JWS.test(header)) throw refused(place, 'the DPoP header is not a compact JWS');
 
-  const { alg, key, jkt } = await checkHeader(deps, header, place);
-  let payload: Record<string, unknown>;
-  try {
-    const verified = await compactVerify(header, key, { algorithms: [alg] });
-    const parsed: unknown = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(verified.payload));
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error('not an object');
-    payload = parsed as Record<string, unknown>;
-  } catch {
-    throw refused(place, 'the DPoP proof signature does not verify with its jwk');
-  }
-
+  const payload = unverifiedPayload(header, place);
   const { jti, htm, htu, iat } = payload;
   if (typeof jti !== 'string' || jti.length === 0 || jti.length > MAX_JTI_LENGTH) {
     throw refused(place, `the DPoP proof needs a jti of 1 to ${MAX_JTI_LENGTH} characters`);
@@ -209,13 +266,47 @@ export async function verifyDpopProof(deps: ProofDeps, request: ProofRequest, pl
   if (deps.config.dpop.nonces && !isLiveNonce(deps, payload.nonce)) {
     throw nonceRequired(deps, place, payload.nonce === undefined ? 'this server requires a DPoP nonce' : 'the DPoP nonce is stale or unknown');
   }
+  return { text: header, jti, now };
+}
 
+/**
+ * RFC 9449 §4.3, the costly half: typ, alg and a public jwk of a bounded shape, the key imported
+ * (or found among the checked headers) and the signature verified. Nothing is written: the jti is
+ * recorded by `spendDpopProof` once the proof was used for something that needed it.
+ */
+export async function verifyReadProof(deps: ProofDeps, proof: ReadProof, place: ProofPlace): Promise<CheckedProof> {
+  const { alg, key, jkt } = await checkHeader(deps, proof.text, place);
+  try {
+    await compactVerify(proof.text, key, { algorithms: [alg] });
+  } catch {
+    throw refused(place, 'the DPoP proof signature does not verify with its jwk');
+  }
   // RFC 9449 §11.1: a jti is used once per key. Kept until no clock within the window could accept
   // the proof again (iat at most `window` ahead of now, accepted until `window` after iat).
-  const proofHash = createHash('sha256').update(`${jkt}.${jti}`).digest();
-  const firstUse = await deps.usedProofs.claimOnce(proofHash, new Date(now.getTime() + 2 * window * 1000));
+  return {
+    jkt,
+    proofHash: createHash('sha256').update(`${jkt}.${proof.jti}`).digest(),
+    expiresAt: new Date(proof.now.getTime() + 2 * deps.config.dpop.proofWindowSeconds * 1000),
+  };
+}
+
+/** Both halves: every check of a proof, cheapest first, nothing written (RFC 9449 §4.3). */
+export async function checkDpopProof(deps: ProofDeps, request: ProofRequest, place: ProofPlace): Promise<CheckedProof | null> {
+  const read = readDpopProof(deps, request, place);
+  return read && verifyReadProof(deps, read, place);
+}
+
+/** Records a checked proof as used, once across every instance; a second use is refused. The request's one write for its proof. */
+export async function spendDpopProof(deps: ProofDeps, proof: CheckedProof, place: ProofPlace): Promise<VerifiedProof> {
+  const firstUse = await deps.usedProofs.claimOnce(proof.proofHash, proof.expiresAt);
   if (!firstUse) throw refused(place, 'this DPoP proof was already used; sign a new one with a new jti');
-  return { jkt };
+  return { jkt: proof.jkt };
+}
+
+/** Checks a proof and records it as used at once: where the proof is needed by the request itself (the token and device endpoints). */
+export async function verifyDpopProof(deps: ProofDeps, request: ProofRequest, place: ProofPlace): Promise<VerifiedProof | null> {
+  const checked = await checkDpopProof(deps, request, place);
+  return checked && spendDpopProof(deps, checked, place);
 }
 
 /** RFC 9449 §8.2: with nonces on, every answer carries the current one, so a client never needs a refusal to learn it. */

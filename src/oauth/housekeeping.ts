@@ -64,7 +64,7 @@ export async function purgeExpired(db: Database, now: Date, options: PurgeOption
     dpopProofs: await inBatches(() => deleteExpiredDpopProofs(db, now, size), options),
     rateLimitCounters: await inBatches(() => deleteStaleRateLimitCounters(db, ago(RATE_LIMIT_COUNTER_RETENTION_SECONDS), size), options),
     // Last: the requests and grants deleted above may have been the last to name an icon.
-    platformIcons: await inBatches(() => deleteUnusedPlatformIcons(db, ago(options.unusedIconRetentionSeconds), size), options),
+    platformIcons: await inBatches(() => deleteUnusedPlatformIcons(db, now, ago(options.unusedIconRetentionSeconds), size), options),
   };
 }
 

@@ -39,19 +39,38 @@ export function asConfigError(error: unknown): unknown {
 }
 
 /**
+ * A clear private key or server secret in a database that already holds sealed ones: someone
+ * with write access to the database (but not the key-encryption key) may have planted a known
+ * signing key, which sealing would have made the server's own. Never sealed silently.
+ */
+export class ClearRowInSealedDatabaseError extends Error {}
+
+/**
  * Seals what earlier versions stored in the clear (private JWKs, server secrets) and empties the
  * clear columns, in one transaction, so a database is never half sealed. Every start runs it;
- * after the first it finds nothing.
+ * after the first it finds nothing. Only a database with nothing sealed yet (one from before
+ * sealing) is sealed so: once anything is sealed, a clear row is refused with an error naming it.
  */
 export async function sealClearRows(db: Database, sealer: Sealer): Promise<{ signingKeys: number; serverSecrets: number }> {
   return db.transaction().execute(async (trx) => {
     await lockSigningKeys(trx);
     await lockServerSecrets(trx);
     const keys = await listClearSigningKeys(trx);
+    const allSecrets = await listServerSecrets(trx);
+    const secrets = allSecrets.filter((s) => s.value !== null);
+    if (keys.length + secrets.length === 0) return { signingKeys: 0, serverSecrets: 0 };
+    const alreadySealed = allSecrets.some((s) => s.sealed_value !== null) || (await listSealedPrivateKeys(trx)).length > 0;
+    if (alreadySealed) {
+      const rows = [...keys.map((k) => signingKeyIdentity(k.kid)), ...secrets.map((s) => secretIdentity(s.name))];
+      throw new ClearRowInSealedDatabaseError(
+        `this database is sealed under a key-encryption key, yet ${rows.join(', ')} ${rows.length === 1 ? 'holds a value' : 'hold values'} in the clear: ` +
+          'refused, not sealed (it may have been planted by someone with write access to the database). Find out how it got there; ' +
+          'delete the row (a server secret or a signing key is made anew) and start again',
+      );
+    }
     for (const key of keys) {
       await setSealedPrivateKey(trx, key.kid, sealer.seal(Buffer.from(JSON.stringify(key.private_jwk)), signingKeyIdentity(key.kid)));
     }
-    const secrets = (await listServerSecrets(trx)).filter((s) => s.value !== null);
     for (const secret of secrets) await setSealedServerSecret(trx, secret.name, sealer.seal(secret.value!, secretIdentity(secret.name)));
     return { signingKeys: keys.length, serverSecrets: secrets.length };
   });

@@ -8,16 +8,17 @@ export async function insertAuthorizationCode(db: Database, code: Insertable<Aut
 
 /**
  * Redeems a code of this app in one statement: the first caller gets the row, every later one
- * (or a concurrent one, once the first commits) gets undefined. Another app's code, and any code
- * of a disabled app, is left alone: the app's state is checked in the same statement, not by a
- * round trip of its own.
+ * (or a concurrent one, once the first commits) gets undefined. Another app's code, a code whose
+ * PKCE challenge is not the one given, and any code of a disabled app, is left alone: the app's
+ * state and the challenge are checked in the same statement, not by a round trip of their own.
  */
-export async function redeemAuthorizationCode(trx: Transaction<DB>, codeHash: Uint8Array, clientId: string, now: Date) {
+export async function redeemAuthorizationCode(trx: Transaction<DB>, codeHash: Uint8Array, clientId: string, codeChallenge: string, now: Date) {
   return trx
     .updateTable('authorization_codes')
     .set({ redeemed_at: now })
     .where('code_hash', '=', codeHash)
     .where('client_id', '=', clientId)
+    .where('code_challenge', '=', codeChallenge)
     .where('redeemed_at', 'is', null)
     .where(({ exists, selectFrom }) =>
       exists(selectFrom('clients').select('client_id').where('client_id', '=', clientId).where('disabled_at', 'is', null)),
@@ -26,13 +27,14 @@ export async function redeemAuthorizationCode(trx: Transaction<DB>, codeHash: Ui
     .executeTakeFirst();
 }
 
-/** A code of this app that was already redeemed, with the grant its redemption created (if any yet). */
-export async function findRedeemedAuthorizationCode(trx: Transaction<DB>, codeHash: Uint8Array, clientId: string) {
+/** A code of this app and this PKCE challenge that was already redeemed, with the grant its redemption created (if any yet). */
+export async function findRedeemedAuthorizationCode(trx: Transaction<DB>, codeHash: Uint8Array, clientId: string, codeChallenge: string) {
   return trx
     .selectFrom('authorization_codes')
     .select(['grant_id'])
     .where('code_hash', '=', codeHash)
     .where('client_id', '=', clientId)
+    .where('code_challenge', '=', codeChallenge)
     .where('redeemed_at', 'is not', null)
     .executeTakeFirst();
 }

@@ -111,12 +111,18 @@ export async function findGrantOfUser(db: Database, userId: string, grantId: str
     .executeTakeFirst();
 }
 
-/** The grant of an access or refresh token, whichever table holds the hash. */
+/** The grant of an access or refresh token, whichever table holds the hash, with the DPoP key the token is bound to (a refresh token: its grant's). */
 export async function findGrantOfToken(db: Database | Transaction<DB>, tokenHash: Uint8Array) {
   return db
     .selectFrom('access_tokens')
-    .select('grant_id')
+    .select(['grant_id', 'dpop_jkt'])
     .where('token_hash', '=', tokenHash)
-    .unionAll(db.selectFrom('refresh_tokens').select('grant_id').where('token_hash', '=', tokenHash))
+    .unionAll(
+      db
+        .selectFrom('refresh_tokens')
+        .innerJoin('grants', 'grants.grant_id', 'refresh_tokens.grant_id')
+        .select(['refresh_tokens.grant_id', 'grants.dpop_jkt'])
+        .where('refresh_tokens.token_hash', '=', tokenHash),
+    )
     .executeTakeFirst();
 }

@@ -8,13 +8,29 @@ export interface NewPlatformIcon {
   bytes: Buffer;
 }
 
-/** Stores an icon once however many requests send it; storing it again only marks it used. */
-export async function storePlatformIcon(db: Database, icon: NewPlatformIcon, now: Date): Promise<void> {
-  await db
-    .insertInto('platform_icons')
-    .values({ sha256: icon.sha256, content_type: icon.contentType, bytes: icon.bytes, created_at: now, last_used_at: now })
-    .onConflict((oc) => oc.column('sha256').doUpdateSet({ last_used_at: now }))
-    .execute();
+/**
+ * Stores an icon once however many requests send it; storing it again only marks it used. A new
+ * icon is stored only while the app's icons and all icons stay within their bounds (bytes);
+ * false when it was not. Concurrent stores may pass a bound by what is being fetched at once.
+ */
+export async function storePlatformIcon(
+  db: Database,
+  icon: NewPlatformIcon,
+  clientId: string,
+  bounds: { perApp: number; total: number },
+  now: Date,
+): Promise<boolean> {
+  const known = await db.updateTable('platform_icons').set({ last_used_at: now }).where('sha256', '=', icon.sha256).returning('sha256').executeTakeFirst();
+  if (known) return true;
+  const size = icon.bytes.length;
+  const stored = await sql<{ stored: number }>`
+    INSERT INTO platform_icons (sha256, content_type, bytes, byte_count, client_id, created_at, last_used_at)
+    SELECT ${icon.sha256}, ${icon.contentType}, ${icon.bytes}, ${size}::integer, ${clientId}::text, ${now}::timestamptz, ${now}::timestamptz
+    WHERE (SELECT coalesce(sum(byte_count), 0) FROM platform_icons WHERE client_id = ${clientId}::text) + ${size} <= ${bounds.perApp}
+      AND (SELECT coalesce(sum(byte_count), 0) FROM platform_icons) + ${size} <= ${bounds.total}
+    ON CONFLICT (sha256) DO UPDATE SET last_used_at = EXCLUDED.last_used_at
+    RETURNING 1 AS stored`.execute(db);
+  return stored.rows.length === 1;
 }
 
 /**
@@ -38,16 +54,19 @@ export async function findPlatformIcon(db: Database, sha256: Buffer) {
 }
 
 /**
- * Icons no request or grant names, and nobody was given since `before`. Recently used icons are
- * spared because a request may be about to be given one (giveIconToRequest marks it first).
+ * Icons no live request (pending or approved, not expired) or live grant (not revoked) names, and
+ * nobody was given since `before`: a denied, redeemed or expired request, or an ended grant, keeps
+ * no icon (issue 28 §2). Recently used icons are spared because a request may be about to be
+ * given one (giveIconToRequest marks it first).
  */
-export const deleteUnusedPlatformIcons = (db: Database, before: Date, limit: number) =>
+export const deleteUnusedPlatformIcons = (db: Database, now: Date, before: Date, limit: number) =>
   deleteUpTo(
     db,
     'platform_icons',
     'sha256',
     sql<boolean>`last_used_at < ${before}
-      AND NOT EXISTS (SELECT 1 FROM device_requests d WHERE d.platform_icon_sha256 = platform_icons.sha256)
-      AND NOT EXISTS (SELECT 1 FROM grants g WHERE g.platform_icon_sha256 = platform_icons.sha256)`,
+      AND NOT EXISTS (SELECT 1 FROM device_requests d WHERE d.platform_icon_sha256 = platform_icons.sha256
+                        AND d.status IN ('pending', 'approved') AND d.expires_at > ${now})
+      AND NOT EXISTS (SELECT 1 FROM grants g WHERE g.platform_icon_sha256 = platform_icons.sha256 AND g.revoked_at IS NULL)`,
     limit,
   );

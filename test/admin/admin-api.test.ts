@@ -424,6 +424,17 @@ describe('what an app may do is registered (issue 21 §1)', () => {
     expect((await call('GET', '/admin/clients?limit=500')).body.items.length).toBe(before);
   });
 
+  it('introspection is off unless asked: a confidential web app is a resource server only with introspection: true (issue 28 §4)', async () => {
+    const signInOnly = await call('POST', '/admin/clients', { name: 'Shop', kind: 'web', type: 'confidential' });
+    expect(signInOnly.body.introspection).toBe(false);
+    const resourceServer = await call('POST', '/admin/clients', { name: 'Photo API', kind: 'web', type: 'confidential', introspection: true });
+    expect(resourceServer.body.introspection).toBe(true);
+    expect((await call('GET', `/admin/clients/${resourceServer.body.client_id}`)).body.introspection).toBe(true);
+    const bot = await call('POST', '/admin/clients', { name: 'Bot', kind: 'bot', type: 'confidential', introspection: true });
+    expect(bot.status).toBe(400);
+    expect(JSON.stringify(bot.body.errors)).toContain('introspection');
+  });
+
   it('a grant type nobody knows, or none at all, is refused', async () => {
     for (const grant_types of [['implicit'], ['password'], []]) {
       const res = await call('POST', '/admin/clients', { name: 'Odd', kind: 'tv', type: 'public', grant_types });

@@ -66,14 +66,14 @@ describe('device-auth CLI (JSON on stdout, errors on stderr with a non-zero exit
     }
   });
 
-  it('client create makes a confidential web app a resource server that may introspect, unless --no-introspection', async () => {
+  it('client create makes a confidential web app a resource server that may introspect only with --introspection (issue 28 §4)', async () => {
     const created = async (...args: string[]) => {
       const res = await cli('client', 'create', '--name', 'Photo API', ...args);
       expect(res.code, res.stderr).toBe(0);
       return JSON.parse(res.stdout) as { client_id: string; introspection: boolean };
     };
-    const resourceServer = await created('--kind', 'web', '--type', 'confidential');
-    const notOne = await created('--kind', 'web', '--type', 'confidential', '--no-introspection');
+    const resourceServer = await created('--kind', 'web', '--type', 'confidential', '--introspection');
+    const notOne = await created('--kind', 'web', '--type', 'confidential');
     const publicWeb = await created('--kind', 'web', '--type', 'public');
     const bot = await created('--kind', 'bot', '--type', 'confidential');
     expect([resourceServer, notOne, publicWeb, bot].map((c) => c.introspection)).toEqual([true, false, false, false]);

@@ -142,7 +142,8 @@ export async function seedClient(
     kind: options.kind ?? 'tv',
     type: options.type ?? 'public',
     scopes: options.scopes ?? ['openid', 'profile', 'email', 'offline_access'],
-    introspection: options.introspection,
+    // Tests' confidential web apps stand for resource servers, registered as one explicitly (the server's default is off).
+    introspection: options.introspection ?? (options.kind === 'web' && options.type === 'confidential'),
     grant_types: options.grantTypes,
     redirect_uris: options.redirectUris,
     post_logout_redirect_uris: options.postLogoutRedirectUris,

@@ -1,5 +1,10 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
+import { expect } from 'vitest';
+import { epochSeconds } from '../../src/lib/clock.js';
+import type { TestApp } from './app.js';
+import { decide, poll, startDeviceFlow } from './device.js';
+import type { TokenSet } from './tokens.js';
 
 /** A client's DPoP key pair (RFC 9449 §4), with its public JWK and thumbprint. */
 export interface DpopKey {
@@ -58,4 +63,15 @@ export function unsignedProof(alg: 'none' | 'HS256', jwk: JWK, htu = '/oauth/tok
   const payload = b64({ htm: 'POST', htu: `${ISSUER}${htu}`, iat: Math.floor(Date.now() / 1000), jti: randomBytes(16).toString('base64url') });
   const signature = alg === 'none' ? '' : createHmac('sha256', 'secret').update(`${header}.${payload}`).digest('base64url');
   return `${header}.${payload}.${signature}`;
+}
+
+/** A device flow of a public app bound to `key` at its start, approved by `userId` and redeemed with proofs of `key` (dated by the app's clock). */
+export async function boundDeviceTokens(t: TestApp, clientId: string, userId: string, key: DpopKey, scope = 'openid offline_access'): Promise<TokenSet> {
+  const iat = () => epochSeconds(t.clock.now());
+  const flow = await startDeviceFlow(t, clientId, { scope }, { dpop: await proofFor(key, { iat: iat(), htu: '/oauth/device/code' }) });
+  await decide(t, flow.user_code, userId, 'approve');
+  t.clock.advance(flow.interval);
+  const res = await poll(t, clientId, flow.device_code, { dpop: await proofFor(key, { iat: iat() }) });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json();
 }

@@ -138,13 +138,20 @@ describe('a code is bound to its app, redirect URI and PKCE challenge', () => {
     return res.json().error_description;
   };
 
-  it('PKCE missing, wrong, or malformed: invalid_grant, and the code is spent', async () => {
+  it('PKCE missing, wrong, or malformed: invalid_grant, and the code is not spent: its app still redeems it (issue 28 §4)', async () => {
     const user = await seedUser(t);
     for (const verifier of [undefined, pkcePair().verifier, 'short', `${'a'.repeat(43)}\u00e9`]) {
       const { code, verifier: right } = await codeOf(publicApp, user);
       refusedAlike(await redeem(publicApp, { code, code_verifier: verifier }));
-      refusedAlike(await redeem(publicApp, { code, code_verifier: right }));
+      expect((await redeem(publicApp, { code, code_verifier: right })).statusCode).toBe(200);
     }
+  });
+
+  it('whoever sees a code but not its verifier cannot spend it first: 20 wrong verifiers at once, then the app redeems it', async () => {
+    const { code, verifier } = await codeOf(publicApp, await seedUser(t));
+    const wrong = await Promise.all(Array.from({ length: 20 }, () => redeem(publicApp, { code, code_verifier: pkcePair().verifier })));
+    for (const res of wrong) refusedAlike(res);
+    expect((await redeem(publicApp, { code, code_verifier: verifier })).statusCode).toBe(200);
   });
 
   it('a redirect_uri other than the request’s, or none: invalid_grant', async () => {
@@ -242,6 +249,18 @@ describe('a code redeemed twice (RFC 6749 §4.1.2)', () => {
     const tokens = issued[0]!.json();
     expect((await introspection(t, rs, tokens.access_token)).active).toBe(false);
     expect((await refresh(t, publicApp, tokens.refresh_token)).json().error).toBe('invalid_grant');
+  });
+
+  it('a replay with a wrong or missing verifier revokes nothing (issue 28 §4)', async () => {
+    const { code, verifier } = await codeOf(publicApp, await seedUser(t), { scope: 'openid offline_access' });
+    const tokens = (await redeem(publicApp, { code, code_verifier: verifier })).json();
+    for (const wrong of [pkcePair().verifier, undefined]) {
+      const res = await redeem(publicApp, { code, code_verifier: wrong });
+      expect(res.statusCode).toBe(400);
+      expect(res.json().error).toBe('invalid_grant');
+    }
+    expect((await introspection(t, rs, tokens.access_token)).active).toBe(true);
+    expect((await refresh(t, publicApp, tokens.refresh_token)).statusCode).toBe(200);
   });
 
   it('a replay by another app spends nothing and revokes nothing', async () => {

@@ -125,10 +125,20 @@ describe('POST /oauth/introspect (RFC 7662)', () => {
     expect(res.headers['www-authenticate']).toMatch(/^Basic/);
   });
 
-  it('a confidential web app is a resource server by default and may introspect', async () => {
-    const server = await seedClient(t, { kind: 'web', type: 'confidential', name: 'Music API' });
+  it('a confidential web app registered with introspection: true is a resource server and may introspect', async () => {
+    const server = await seedClient(t, { kind: 'web', type: 'confidential', name: 'Music API', introspection: true });
     const tokens = await signIn(t, tv, user.userId);
     expect(await introspection(t, server, tokens.access_token)).toMatchObject({ active: true, sub: user.userId });
+  });
+
+  it('a confidential web app registered only to sign users in (no introspection asked) may not introspect: 403 (issue 28 §4)', async () => {
+    const { createClient } = await import('../../src/oauth/clients.js');
+    const created = await createClient(t.deps.db, { name: 'Shop', kind: 'web', type: 'confidential', scopes: ['openid'] });
+    expect(created.introspection).toBe(false);
+    const tokens = await signIn(t, tv, user.userId);
+    const res = await postAs(t, { clientId: created.client_id, clientSecret: created.client_secret }, '/oauth/introspect', { token: tokens.access_token });
+    expect(res.statusCode).toBe(403);
+    expect(res.json().error).toBe('unauthorized_client');
   });
 
   it.each([

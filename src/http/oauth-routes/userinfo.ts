@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../../deps.js';
 import { verifyAccessToken } from '../../oauth/access-tokens.js';
-import { dpopChallenge, dpopNonceHeader, keyNotProven, verifyDpopProof } from '../../oauth/dpop.js';
+import { dpopChallenge, dpopNonceHeader, keyNotProven, readDpopProof, spendDpopProof, verifyReadProof } from '../../oauth/dpop.js';
 import { OAuthError, invalidRequest, invalidToken } from '../../oauth/errors.js';
 import { endpoints } from '../../oauth/metadata.js';
 import { consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
@@ -49,16 +49,20 @@ export function userinfoRoutes(app: FastifyInstance, deps: Deps): void {
     const perAddress = consumeOAuthLimit(deps, 'userinfoPerIp', limitedAddress(deps, request));
     if (perAddress) await perAddress;
     const { scheme, token: value } = presentedToken(request);
-    // RFC 9449 §7.1: under the DPoP scheme the proof, with ath naming this token, comes first.
-    const proof =
-      scheme === 'dpop' ? await verifyDpopProof(deps, { header: request.headers.dpop, method: request.method, url, accessToken: value }, 'resource') : null;
-    if (scheme === 'dpop' && !proof) throw keyNotProven('resource', 'the DPoP scheme needs a DPoP proof header');
+    // RFC 9449 §7.1: under the DPoP scheme the proof, with ath naming this token, comes first: its
+    // claims at once, its signature only once the token turned out to be live (a junk token costs
+    // no public-key operation), and it is recorded as used only once the token is also bound to its
+    // key, so proofs sent with a junk token write nothing (issue 28 §2).
+    const read = scheme === 'dpop' ? readDpopProof(deps, { header: request.headers.dpop, method: request.method, url, accessToken: value }, 'resource') : null;
+    if (scheme === 'dpop' && !read) throw keyNotProven('resource', 'the DPoP scheme needs a DPoP proof header');
     const token = await verifyAccessToken(deps, value);
     if (!token) throw tokenRefused(scheme, 'the access token is invalid, expired or revoked');
+    const proof = read && (await verifyReadProof(deps, read, 'resource'));
     if (token.dpopJkt !== null) {
       // RFC 9449 §7.2: a bound token presented as Bearer is refused, whoever presents it.
       if (!proof) throw tokenRefused('dpop', 'this access token is bound to a DPoP key: present it with Authorization: DPoP and a proof');
       if (proof.jkt !== token.dpopJkt) throw tokenRefused('dpop', "the DPoP proof's key is not the key this access token is bound to");
+      await spendDpopProof(deps, proof, 'resource');
     } else if (proof) {
       // A proof of a key says nothing about a token bound to none; presented so, it is refused rather than half-checked.
       throw tokenRefused('dpop', 'this access token is not bound to a DPoP key: present it as Bearer');

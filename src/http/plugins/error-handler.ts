@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describeUnavailable, isDatabaseUnavailable } from '../../db/unavailable.js';
+import { CounterStoreUnavailableError } from '../../rate-limits/store.js';
 import { OAuthError, PageError, RETRY_AFTER_SECONDS, temporarilyUnavailable } from '../../oauth/errors.js';
 import type { MessageKey, MessageValues } from '../../i18n/catalogues.js';
 import { languageModel } from '../page-language.js';
@@ -56,6 +57,16 @@ export function registerErrorHandler(app: FastifyInstance): void {
       request.log.warn(describeUnavailable(error), 'database unavailable');
       if (isOAuthPath(request.url)) {
         return sendOAuthError(reply, temporarilyUnavailable('the service cannot reach its database; retry shortly'));
+      }
+      reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
+      return sendPageError(request, reply, 503, 'error.unavailable', 'error.unavailable_message');
+    }
+
+    if (error instanceof CounterStoreUnavailableError) {
+      // Redis (REDIS_URL) is away: the call failed fast (no offline queue, a short timeout); the client may retry.
+      request.log.warn({ reason: error.message }, 'rate-limit store unavailable');
+      if (isOAuthPath(request.url)) {
+        return sendOAuthError(reply, temporarilyUnavailable('the service cannot reach its rate-limit store; retry shortly'));
       }
       reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
       return sendPageError(request, reply, 503, 'error.unavailable', 'error.unavailable_message');

@@ -109,7 +109,7 @@ export async function requestDeviceAuthorization(
       continue;
     }
     // Never awaited: the device's host may take its two seconds, the device gets its code now.
-    if (platform.platform_icon !== null) deps.platformIcons.giveLater(requestId, platform.platform_icon);
+    if (platform.platform_icon !== null) deps.platformIcons.giveLater(requestId, client.clientId, platform.platform_icon);
     deps.metrics.deviceCodesIssued.inc({ client_kind: client.kind });
     const e = endpoints(config.issuer);
     const verificationUri = client.kind === 'bot' ? e.activateBot : e.activate;

@@ -23,6 +23,8 @@ export async function findStoredIcon(db: Database, name: string): Promise<{ cont
 export interface PlatformIconOptions {
   /** Fetches running at once; a request that finds them all taken gets no icon. */
   concurrency: number;
+  /** Bytes of stored icons per app and in total; past either a new icon is not stored (the request gets none). */
+  storage: { perApp: number; total: number };
   fetch: Omit<IconFetchOptions, 'signal'>;
 }
 
@@ -59,9 +61,9 @@ export class PlatformIcons {
   ) {}
 
   /** Starts giving the request its icon and returns at once; the approval page shows it once stored. */
-  giveLater(requestId: string, url: string): void {
+  giveLater(requestId: string, clientId: string, url: string): void {
     if (this.#shutdown.signal.aborted) return;
-    const task = this.#give(requestId, url)
+    const task = this.#give(requestId, clientId, url)
       .catch((error: unknown) => this.log.warn({ err: error }, 'platform icon not stored'))
       .finally(() => this.#tasks.delete(task));
     this.#tasks.add(task);
@@ -78,10 +80,10 @@ export class PlatformIcons {
     await this.settled();
   }
 
-  async #give(requestId: string, url: string): Promise<void> {
+  async #give(requestId: string, clientId: string, url: string): Promise<void> {
     // Twice at most: a remembered icon may have been purged since, then it is fetched anew.
     for (let attempt = 0; attempt < 2; attempt++) {
-      const sha256 = await this.#storedIconOf(url);
+      const sha256 = await this.#storedIconOf(clientId, url);
       if (!sha256) return;
       if (await giveIconToRequest(this.db, requestId, sha256, this.clock.now())) return;
       this.#remembered.delete(url);
@@ -89,7 +91,7 @@ export class PlatformIcons {
   }
 
   /** The stored icon of a URL: remembered, being fetched by another request, or fetched now. */
-  #storedIconOf(url: string): Promise<Buffer | null> {
+  #storedIconOf(clientId: string, url: string): Promise<Buffer | null> {
     const remembered = this.#remembered.get(url);
     if (remembered && remembered.until > this.clock.now().getTime()) {
       if (remembered.sha256) this.metrics.platformIconFetches.inc({ outcome: 'reused' });
@@ -101,12 +103,12 @@ export class PlatformIcons {
       this.metrics.platformIconFetches.inc({ outcome: 'dropped_busy' });
       return Promise.resolve(null);
     }
-    const fetching = this.#fetchAndStore(url).finally(() => this.#fetching.delete(url));
+    const fetching = this.#fetchAndStore(clientId, url).finally(() => this.#fetching.delete(url));
     this.#fetching.set(url, fetching);
     return fetching;
   }
 
-  async #fetchAndStore(url: string): Promise<Buffer | null> {
+  async #fetchAndStore(clientId: string, url: string): Promise<Buffer | null> {
     const fetched = await fetchIcon(url, { ...this.options.fetch, signal: this.#shutdown.signal });
     if (!fetched.ok) {
       this.metrics.platformIconFetches.inc({ outcome: fetched.refusal });
@@ -116,7 +118,13 @@ export class PlatformIcons {
       return null;
     }
     const sha256 = createHash('sha256').update(fetched.bytes).digest();
-    await storePlatformIcon(this.db, { sha256, contentType: fetched.contentType, bytes: fetched.bytes }, this.clock.now());
+    const icon = { sha256, contentType: fetched.contentType, bytes: fetched.bytes };
+    if (!(await storePlatformIcon(this.db, icon, clientId, this.options.storage, this.clock.now()))) {
+      // The app's (or everyone's) icon storage is full: no icon, and the URL is not fetched again for a while.
+      this.metrics.platformIconFetches.inc({ outcome: 'dropped_storage_full' });
+      this.#remember(url, null, REMEMBER_FAILED_MS);
+      return null;
+    }
     this.metrics.platformIconFetches.inc({ outcome: 'stored' });
     this.#remember(url, sha256, REMEMBER_STORED_MS);
     return sha256;

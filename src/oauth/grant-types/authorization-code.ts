@@ -11,7 +11,7 @@ import { invalidGrant } from '../errors.js';
 import { revokeAndCountGrants } from '../grant-revocation.js';
 import { issueNewGrant, receivesRefreshTokens } from '../issuance.js';
 import { AUTHORIZATION_CODE_GRANT } from '../metadata.js';
-import { verifierMatches } from '../pkce.js';
+import { challengeOfVerifier } from '../pkce.js';
 import type { TokenResponse } from '../token-response.js';
 import { hashOpaque, TOKEN_PREFIX } from '../tokens.js';
 import type { GrantContext } from './types.js';
@@ -36,8 +36,11 @@ type Redemption = { kind: 'issued'; response: TokenResponse } | { kind: 'refused
 
 /**
  * OAuth 2.1 §4.1.3 / RFC 6749 §4.1.3. The code is redeemed by one statement, so of any number of
- * concurrent redemptions exactly one gets it; the code is spent whatever follows (a wrong
- * verifier included), unless the app is disabled, which that statement also checks. A later redemption of a spent code means the code leaked: every token the
+ * concurrent redemptions exactly one gets it. That statement names the app and the PKCE challenge
+ * of the verifier given (RFC 7636 §4.6), so whoever sees a code but has not its verifier can
+ * neither spend it before the app nor, after, revoke the app's grant by replaying it (issue 28 §4);
+ * it also checks that the app is enabled. What follows (redirect_uri, expiry, DPoP key) spends the
+ * code when it refuses. A later redemption of a spent code, with its verifier, means the code leaked: every token the
  * first one issued is revoked with its grant (RFC 6749 §4.1.2). The first redemption's grant is
  * recorded in the same transaction that issues it, and a second redemption waits on the code's
  * row until that transaction ends, so it always finds the grant to revoke.
@@ -47,18 +50,23 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     await refuseIfDisabled(deps.clients, client);
     throw invalidGrant(REFUSED);
   }
+  // RFC 7636 §4.6: a verifier of the wrong shape matches no code; nothing to look up.
+  const codeChallenge = challengeOfVerifier(form.code_verifier);
+  if (codeChallenge === null) {
+    await refuseIfDisabled(deps.clients, client);
+    throw invalidGrant(REFUSED);
+  }
   const codeHash = hashOpaque(form.code);
   const now = deps.clock.now();
   const redemption = await deps.db.transaction().execute(async (trx): Promise<Redemption> => {
-    const code = await redeemAuthorizationCode(trx, codeHash, client.clientId, now);
+    const code = await redeemAuthorizationCode(trx, codeHash, client.clientId, codeChallenge, now);
     if (!code) {
-      const spent = await findRedeemedAuthorizationCode(trx, codeHash, client.clientId);
+      const spent = await findRedeemedAuthorizationCode(trx, codeHash, client.clientId, codeChallenge);
       return spent ? { kind: 'replayed', grantId: spent.grant_id } : { kind: 'refused' };
     }
     if (code.expires_at.getTime() <= now.getTime()) return { kind: 'refused' };
     // OAuth 2.1 §4.1.3: the redirect_uri, if the request had one (ours always do), exactly as sent.
     if (form.redirect_uri !== code.redirect_uri) return { kind: 'refused' };
-    if (!verifierMatches(form.code_verifier, code.code_challenge)) return { kind: 'refused' };
     // RFC 9449 §10: a code requested with dpop_jkt is redeemed only with a proof of that key.
     if (code.dpop_jkt !== null && code.dpop_jkt !== context.dpopJkt) return { kind: 'refused' };
     const user = await lockUserForIssuance(trx, code.user_id);
