@@ -303,7 +303,23 @@ export async function spendDpopProof(deps: ProofDeps, proof: CheckedProof, place
   return { jkt: proof.jkt };
 }
 
-/** Checks a proof and records it as used at once: where the proof is needed by the request itself (the token and device endpoints). */
+const NOTHING_TO_SPEND = async (): Promise<void> => {};
+
+/**
+ * The spending of a checked proof, deferred until the request found what needed it (issue 28 §2):
+ * at the token endpoint, the grant's device request, refresh token or code. It records the proof
+ * at most once however often it is called, and does nothing for a request without a proof.
+ */
+export function deferredSpend(deps: ProofDeps, proof: CheckedProof | null, place: ProofPlace): () => Promise<void> {
+  if (!proof) return NOTHING_TO_SPEND;
+  let spent: Promise<unknown> | undefined;
+  return async () => {
+    spent ??= spendDpopProof(deps, proof, place);
+    await spent;
+  };
+}
+
+/** Checks a proof and records it as used at once: where the proof is needed by the request itself (the device authorization endpoint). */
 export async function verifyDpopProof(deps: ProofDeps, request: ProofRequest, place: ProofPlace): Promise<VerifiedProof | null> {
   const checked = await checkDpopProof(deps, request, place);
   return checked && spendDpopProof(deps, checked, place);

@@ -2,10 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { epochSeconds } from '../../src/lib/clock.js';
-import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
-import { requestDeviceCode } from '../helpers/device.js';
+import { TOKEN_PREFIX } from '../../src/oauth/tokens.js';
+import { FORM, form, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
+import { signedInBrowser } from '../helpers/browser.js';
+import { decide, DEVICE_GRANT, poll, requestDeviceCode, startDeviceFlow } from '../helpers/device.js';
 import { boundDeviceTokens, dpopKey, proofFor, type DpopKey, type ProofOptions } from '../helpers/dpop.js';
-import type { TestClient, TokenSet } from '../helpers/tokens.js';
+import { grantOf, type TestClient, type TokenSet } from '../helpers/tokens.js';
+import { authorizeUrl, codeFor, pkcePair, REDIRECT_URI, seedWebApp, type WebApp } from '../helpers/web-app.js';
 
 /**
  * Issue 28 §2: no DPoP proof costs the server much more than an ordinary one, and a proof is
@@ -137,6 +140,116 @@ describe('used proofs are recorded only when the proof was needed (issue 28 §2)
     const res = await userinfoWith(tokens.access_token, await userinfoProof(other, tokens.access_token));
     expect(res.json().error).toBe('invalid_token');
     expect(await storedProofs()).toBe(before);
+  });
+});
+
+describe('the token endpoint records a proof only once the grant found its credential (issue 28 §2)', () => {
+  let web: WebApp;
+  beforeAll(async () => {
+    web = await seedWebApp(t);
+  });
+
+  const tokenRequest = (fields: Record<string, string>, dpop: string) =>
+    t.app.inject({ method: 'POST', url: '/oauth/token', headers: { ...FORM, dpop }, payload: form(fields) });
+  const refreshWith = (refreshToken: string, dpop: string) =>
+    tokenRequest({ grant_type: 'refresh_token', refresh_token: refreshToken, client_id: tv.clientId }, dpop);
+  const junk = () => randomBytes(24).toString('base64url');
+
+  it.each<[string, () => Record<string, string>]>([
+    ['polls with a junk device_code', () => ({ grant_type: DEVICE_GRANT, client_id: tv.clientId, device_code: `${TOKEN_PREFIX.deviceCode}${junk()}` })],
+    ['refreshes with a junk refresh_token', () => ({ grant_type: 'refresh_token', client_id: tv.clientId, refresh_token: `${TOKEN_PREFIX.refreshToken}${junk()}` })],
+    [
+      'code redemptions with a junk code',
+      () => ({
+        grant_type: 'authorization_code',
+        client_id: web.clientId,
+        redirect_uri: REDIRECT_URI,
+        code: `${TOKEN_PREFIX.authorizationCode}${junk()}`,
+        code_verifier: pkcePair().verifier,
+      }),
+    ],
+  ])('100 token requests with valid proofs of the sender\'s own key: %s write no row', async (_case, fields) => {
+    const before = await storedProofs();
+    const proofs = await Promise.all(Array.from({ length: 100 }, () => proof(es256)));
+    for (let i = 0; i < proofs.length; i += 20) {
+      const answers = await Promise.all(proofs.slice(i, i + 20).map((p) => tokenRequest(fields(), p)));
+      for (const res of answers) {
+        expect(res.statusCode, res.body).toBe(400);
+        expect(res.json().error).toBe('invalid_grant');
+      }
+    }
+    expect(await storedProofs()).toBe(before);
+  });
+
+  it('a poll of a live device_code records its proof once: the same proof at the next poll is refused', async () => {
+    const flow = await startDeviceFlow(t, tv.clientId, { scope: 'openid' });
+    const before = await storedProofs();
+    t.clock.advance(flow.interval);
+    const once = await proof(es256);
+    const pending = await poll(t, tv.clientId, flow.device_code, { dpop: once });
+    expect(pending.json().error).toBe('authorization_pending');
+    expect(await storedProofs()).toBe(before + 1);
+    await decide(t, flow.user_code, user.userId, 'approve');
+    t.clock.advance(flow.interval);
+    const again = await poll(t, tv.clientId, flow.device_code, { dpop: once });
+    expect(again.statusCode).toBe(400);
+    expect(again.json()).toMatchObject({ error: 'invalid_dpop_proof', error_description: expect.stringMatching(/already used/) });
+    // The approval is still there for a poll with a new proof.
+    t.clock.advance(flow.interval);
+    const issued = await poll(t, tv.clientId, flow.device_code, { dpop: await proof(es256) });
+    expect(issued.statusCode, issued.body).toBe(200);
+    expect(issued.json().token_type).toBe('DPoP');
+  });
+
+  it('one proof sent 20 times at once with a poll of an approved request is answered once with tokens', async () => {
+    const flow = await startDeviceFlow(t, tv.clientId, { scope: 'openid' }, { dpop: await proof(es256, { htu: at }) });
+    await decide(t, flow.user_code, user.userId, 'approve');
+    t.clock.advance(flow.interval);
+    const once = await proof(es256);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => poll(t, tv.clientId, flow.device_code, { dpop: once })));
+    expect(answers.filter((res) => res.statusCode === 200)).toHaveLength(1);
+    for (const res of answers.filter((r) => r.statusCode !== 200)) expect(['slow_down', 'invalid_dpop_proof']).toContain(res.json().error);
+  });
+
+  it('a refresh records its proof once: the same proof then neither rotates, retries nor revokes', async () => {
+    const tokens = await boundDeviceTokens(t, tv.clientId, user.userId, es256);
+    const before = await storedProofs();
+    const once = await proof(es256);
+    const first = await refreshWith(tokens.refresh_token!, once);
+    expect(first.statusCode, first.body).toBe(200);
+    expect(await storedProofs()).toBe(before + 1);
+    // The replaced token with the used proof: no retry's answer and no reuse's revocation.
+    const replayed = await refreshWith(tokens.refresh_token!, once);
+    expect(replayed.statusCode).toBe(400);
+    expect(replayed.json()).toMatchObject({ error: 'invalid_dpop_proof', error_description: expect.stringMatching(/already used/) });
+    expect((await grantOf(t, tokens.refresh_token!)).revoked_at).toBeNull();
+    const next = await refreshWith(first.json().refresh_token, await proof(es256));
+    expect(next.statusCode, next.body).toBe(200);
+  });
+
+  it('one proof sent 20 times at once with a refresh is answered once with tokens, and the grant lives on', async () => {
+    const tokens = await boundDeviceTokens(t, tv.clientId, user.userId, es256);
+    const once = await proof(es256);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => refreshWith(tokens.refresh_token!, once)));
+    expect(answers.map((r) => r.statusCode).sort()).toEqual([200, ...Array<number>(19).fill(400)]);
+    for (const res of answers.filter((r) => r.statusCode !== 200)) expect(res.json().error).toBe('invalid_dpop_proof');
+    expect((await grantOf(t, tokens.refresh_token!)).revoked_at).toBeNull();
+  });
+
+  it('one proof sent 20 times at once with a code is answered once with tokens, and the replays revoke nothing', async () => {
+    const pkce = pkcePair();
+    const browser = await signedInBrowser(t, await seedUser(t));
+    const code = (await codeFor(browser, authorizeUrl(web, pkce.challenge))).get('code') ?? '';
+    const before = await storedProofs();
+    const once = await proof(es256);
+    const redeem = () =>
+      tokenRequest({ grant_type: 'authorization_code', client_id: web.clientId, redirect_uri: REDIRECT_URI, code, code_verifier: pkce.verifier }, once);
+    const answers = await Promise.all(Array.from({ length: 20 }, redeem));
+    expect(answers.map((r) => r.statusCode).sort()).toEqual([200, ...Array<number>(19).fill(400)]);
+    for (const res of answers.filter((r) => r.statusCode !== 200)) expect(res.json().error).toBe('invalid_dpop_proof');
+    const issued = answers.find((r) => r.statusCode === 200)!.json() as TokenSet;
+    expect((await grantOf(t, issued.access_token)).revoked_at).toBeNull();
+    expect(await storedProofs()).toBe(before + 1);
   });
 });
 

@@ -4,7 +4,7 @@ import type { Deps } from '../../deps.js';
 import { isDatabaseUnavailable } from '../../db/unavailable.js';
 import { identifyClient, requireGrantType } from '../../oauth/client-auth.js';
 import { OAuthError, unsupportedGrantType } from '../../oauth/errors.js';
-import { dpopNonceHeader, keyNotProven, verifyDpopProof } from '../../oauth/dpop.js';
+import { checkDpopProof, deferredSpend, dpopNonceHeader, keyNotProven } from '../../oauth/dpop.js';
 import { grantTypes } from '../../oauth/grant-types/index.js';
 import { endpoints } from '../../oauth/metadata.js';
 import { parseForm } from '../form.js';
@@ -37,10 +37,16 @@ export function tokenRoutes(app: FastifyInstance, deps: Deps): void {
     if (perApp) await perApp;
     let response;
     try {
-      // RFC 9449 §5: checked only when a proof came (or the app requires one), so Bearer requests pay nothing.
-      const proof = await verifyDpopProof(deps, { header: request.headers.dpop, method: 'POST', url }, 'token_endpoint');
+      // RFC 9449 §5: checked only when a proof came (or the app requires one): a Bearer request goes
+      // straight to its grant, without awaiting anything (issue 30 §1). The proof is checked here,
+      // signature included, and recorded as used by the grant once it found its credential (issue 28 §2).
+      const proof = request.headers.dpop === undefined ? null : await checkDpopProof(deps, { header: request.headers.dpop, method: 'POST', url }, 'token_endpoint');
       if (!proof && client.requireDpop) throw keyNotProven('token_endpoint', 'this app is registered to use DPoP: send a DPoP proof');
-      response = await grantType.handle(deps, client, parameters, { ip: request.ip, dpopJkt: proof?.jkt ?? null });
+      response = await grantType.handle(deps, client, parameters, {
+        ip: request.ip,
+        dpopJkt: proof?.jkt ?? null,
+        spendProof: deferredSpend(deps, proof, 'token_endpoint'),
+      });
     } catch (error) {
       if (error instanceof OAuthError) {
         deps.metrics.tokenRequests.inc({ grant_type: grantType.grantType, outcome: error.error });

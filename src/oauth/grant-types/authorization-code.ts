@@ -89,8 +89,18 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     return { kind: 'issued', response: issued.response };
   });
 
-  if (redemption.kind === 'issued') return redemption.response;
+  // Issue 28 §2: the proof is recorded as used only once the code was found, the app's with its
+  // verifier (and of the proof's key if bound), after the transaction (the store may not write in
+  // one). A second redemption with the same proof waits on the code's row and looks the code up
+  // before it can try to spend the proof, so the first one records it first; were it ever the
+  // other way, the replay revokes and the first answers invalid_dpop_proof: never two answers with tokens.
+  if (redemption.kind === 'issued') {
+    await context.spendProof();
+    return redemption.response;
+  }
   if (redemption.kind === 'replayed' && redemption.grantId !== null) {
+    // Before the revocation: a replayed proof revokes nothing.
+    await context.spendProof();
     await revokeAndCountGrants(deps, { grantId: redemption.grantId }, 'code_replayed', context.ip);
   }
   // Only on the way out: a disabled app redeems nothing (the redeeming statement checks it) and is told why.

@@ -58,6 +58,12 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     throw invalidGrant('unknown device_code');
   }
   if (poll.client_disabled) throw invalidClient(DISABLED_APP);
+  // Issue 28 §2: the proof is recorded as used only now, the request found (the app's, and of the
+  // proof's key if bound). Not for a slow_down, which tells nothing and gives nothing: of one proof
+  // sent several times at once the database lets one poll through unthrottled, so that poll alone
+  // spends it, and it is the one that may redeem.
+  const slowDownOnly = poll.throttled && !poll.expired && (poll.status === 'pending' || poll.status === 'approved');
+  if (!slowDownOnly) await context.spendProof();
   if (poll.status === 'redeemed') throw invalidGrant('this device_code has already been used');
   if (poll.status === 'denied') throw accessDenied(DENIAL_TEXT[poll.denied_reason ?? 'user_denied']);
   if (poll.expired) throw expiredToken('the device_code has expired; request a new code');

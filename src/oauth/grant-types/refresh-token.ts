@@ -53,6 +53,9 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     dpopJkt: context.dpopJkt,
   });
   if (rotation.kind === 'rotated') {
+    // Issue 28 §2: recorded as used once the token was found, the app's and of the proof's key; a
+    // replayed proof loses this answer, which a retry with a new proof gets again (retryGrantTokens).
+    await context.spendProof();
     await recordIfElsewhere(deps, rotation.outcome, context);
     return rotation.response;
   }
@@ -64,6 +67,9 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
   if (outcome.client_disabled) throw invalidClient(DISABLED_APP);
   // Before the replay rule: whoever lacks the key cannot use the token, and must not revoke the grant with it.
   if (!outcome.key_ok) throw keyNotProven('token_endpoint', 'this refresh token is bound to a DPoP key; send a proof of that key');
+  // Issue 28 §2: the token is found, the app's and of the proof's key: the proof is spent before a
+  // retry could answer or a reuse revoke, so a replayed proof does neither.
+  await context.spendProof();
   if (!outcome.live) throw invalidGrant(UNKNOWN);
   if (outcome.replaced) return retryOrRevoke(deps, client, form.refresh_token, outcome, context);
   if (outcome.expired) throw invalidGrant('the refresh token has expired; sign in again');

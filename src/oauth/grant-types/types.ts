@@ -8,6 +8,13 @@ export interface GrantContext {
   ip: string;
   /** RFC 9449: the key of the request's verified DPoP proof, or null without one. */
   dpopJkt: string | null;
+  /**
+   * Records the request's DPoP proof as used (nothing without one), refusing a proof already used
+   * with invalid_dpop_proof. Each grant calls it once it found its credential (the app's, and of the
+   * proof's key if bound), before anything the proof makes possible: a proof sent with a junk
+   * credential writes nothing (issue 28 §2).
+   */
+  spendProof(): Promise<void>;
 }
 
 /** One module per grant type, all of this shape, dispatched by the token route. */
