@@ -70,7 +70,6 @@ function connectionLimits(http: Deps['config']['http']) {
   return {
     http: { headersTimeout, requestTimeout, connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(headersTimeout / 4))) },
     requestTimeout,
-    connectionTimeout: http.idleTimeoutSeconds * 1000,
     keepAliveTimeout: http.keepAliveTimeoutSeconds * 1000,
     maxRequestsPerSocket: http.maxRequestsPerSocket,
   };

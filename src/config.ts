@@ -152,7 +152,6 @@ const schema = z
     // Connections (issue 28 §2): no socket is held for ever by a client that stalls.
     HTTP_HEADERS_TIMEOUT: z.coerce.number().int().min(1).max(300).default(10),
     HTTP_REQUEST_TIMEOUT: z.coerce.number().int().min(1).max(600).default(30),
-    HTTP_IDLE_TIMEOUT: z.coerce.number().int().min(1).max(3600).default(120),
     HTTP_KEEP_ALIVE_TIMEOUT: z.coerce.number().int().min(1).max(3600).default(65),
     HTTP_MAX_REQUESTS_PER_SOCKET: z.coerce.number().int().min(0).max(1_000_000).default(1000),
     HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(4096),
@@ -294,8 +293,6 @@ const schema = z
         headersTimeoutSeconds: env.HTTP_HEADERS_TIMEOUT,
         /** The whole request, body included (at most 64 KiB), within this many seconds; else 408 and the socket closes. */
         requestTimeoutSeconds: env.HTTP_REQUEST_TIMEOUT,
-        /** A socket on which nothing moves either way for this long is closed (a client that stops reading, say). */
-        idleTimeoutSeconds: env.HTTP_IDLE_TIMEOUT,
         /** An idle keep-alive connection is closed after this long; keep it above a load balancer's idle timeout. */
         keepAliveTimeoutSeconds: env.HTTP_KEEP_ALIVE_TIMEOUT,
         /** A keep-alive connection is closed after this many requests (0: never). */
