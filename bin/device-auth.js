@@ -21,9 +21,14 @@ function newestSource(dir) {
   return newest;
 }
 
-// tsc rewrites every output on each build, so the built entry point is as old as the build.
+// The build is incremental (tsc -b): it rewrites only the outputs whose source changed, so the
+// entry point may be older than the last build. The build's record in dist/ is written by every
+// build that had anything to do, and so tells when the outputs were last brought up to date.
+const buildRecord = path.join(root, 'dist/tsconfig.build.tsbuildinfo');
+const lastBuilt = (file) => (existsSync(file) ? statSync(file).mtimeMs : 0);
 const builtIsCurrent =
-  existsSync(built) && Math.max(newestSource(path.join(root, 'src')), newestSource(path.join(root, 'migrations'))) <= statSync(built).mtimeMs;
+  existsSync(built) &&
+  Math.max(newestSource(path.join(root, 'src')), newestSource(path.join(root, 'migrations'))) <= Math.max(lastBuilt(built), lastBuilt(buildRecord));
 
 let tsImport = null;
 if (!builtIsCurrent && existsSync(source)) {

@@ -25,6 +25,15 @@ import * as devicesThatShowNoPhrase from './2026-11-26T01-00-00_devices_that_sho
 import * as theRedeemerIsJudgedLikeTheRequest from './2026-11-26T08-00-00_the_redeemer_is_judged_like_the_request.js';
 import * as appsRegisterWhereSignOutReturns from './2026-11-26T09-00-00_apps_register_where_sign_out_returns.js';
 import * as platformIconsAreBounded from './2026-11-26T09-00-00_platform_icons_are_bounded.js';
+import * as grantsRememberTheirOrigin from './2026-11-26T12-00-00_grants_remember_their_origin.js';
+import * as devicePolicyIsData from './2026-11-26T12-30-00_device_policy_is_data.js';
+import * as oneEventLogForEveryChange from './2026-11-26T14-00-00_one_event_log_for_every_change.js';
+import * as deliveriesLeaveInOrderAndRetry from './2026-11-26T14-20-00_deliveries_leave_in_order_and_retry.js';
+import * as webhooksAreRegisteredWithASealedSecret from './2026-11-26T14-21-00_webhooks_are_registered_with_a_sealed_secret.js';
+import * as appsActForThemselvesWithClientCredentials from './2026-11-26T14-30-00_apps_act_for_themselves_with_client_credentials.js';
+import * as sharedSignalsStreams from './2026-11-26T14-31-00_shared_signals_streams.js';
+import * as rowRulesRunWhenTheirColumnsAreWritten from './2026-11-26T18-40-00_row_rules_run_when_their_columns_are_written.js';
+import * as eventsIndexOnlyWhatTheyName from './2026-11-26T18-50-00_events_index_only_what_they_name.js';
 
 /**
  * Every migration, by name, in order. A static list (rather than reading the folder) works the
@@ -57,4 +66,13 @@ export const migrations: Record<string, Migration> = {
   '2026-11-26T08-00-00_the_redeemer_is_judged_like_the_request': theRedeemerIsJudgedLikeTheRequest,
   '2026-11-26T09-00-00_apps_register_where_sign_out_returns': appsRegisterWhereSignOutReturns,
   '2026-11-26T09-00-00_platform_icons_are_bounded': platformIconsAreBounded,
+  '2026-11-26T12-00-00_grants_remember_their_origin': grantsRememberTheirOrigin,
+  '2026-11-26T12-30-00_device_policy_is_data': devicePolicyIsData,
+  '2026-11-26T14-00-00_one_event_log_for_every_change': oneEventLogForEveryChange,
+  '2026-11-26T14-20-00_deliveries_leave_in_order_and_retry': deliveriesLeaveInOrderAndRetry,
+  '2026-11-26T14-21-00_webhooks_are_registered_with_a_sealed_secret': webhooksAreRegisteredWithASealedSecret,
+  '2026-11-26T14-30-00_apps_act_for_themselves_with_client_credentials': appsActForThemselvesWithClientCredentials,
+  '2026-11-26T14-31-00_shared_signals_streams': sharedSignalsStreams,
+  '2026-11-26T18-40-00_row_rules_run_when_their_columns_are_written': rowRulesRunWhenTheirColumnsAreWritten,
+  '2026-11-26T18-50-00_events_index_only_what_they_name': eventsIndexOnlyWhatTheyName,
 };

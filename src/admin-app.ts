@@ -18,17 +18,21 @@ import { registerStrictUrl, strictQueryParser } from './http/plugins/strict-inpu
 import { packageVersion } from './lib/paths.js';
 import { adminClientRoutes } from './http/admin-routes/clients.js';
 import { adminEventRoutes } from './http/admin-routes/events.js';
+import { adminGrantRoutes } from './http/admin-routes/grants.js';
+import { adminDevicePolicyRoutes } from './http/admin-routes/device-policy.js';
 import { adminHousekeepingRoutes } from './http/admin-routes/housekeeping.js';
 import { adminKeyRoutes } from './http/admin-routes/keys.js';
 import { adminUserRoutes } from './http/admin-routes/users.js';
+import { adminWebhookRoutes } from './http/admin-routes/webhooks.js';
 import { invalidInput, Problem, sendProblem, unauthorized } from './http/admin-routes/problem.js';
 import type { AdminApp } from './http/admin-routes/types.js';
 
 /**
  * Where the admin API is being reached: its Unix socket in the data folder (0600: only the
- * server's own user can connect), or its TCP port (anyone who can reach it, so always the token).
+ * server's own user can connect), its TCP port (anyone who can reach it, so always the token),
+ * or the CLI's own process, which runs the admin API on the database when no server is running.
  */
-export type AdminListener = 'socket' | 'tcp';
+export type AdminListener = 'socket' | 'tcp' | 'in-process';
 
 export interface AdminAppOptions {
   listener: AdminListener;
@@ -80,7 +84,10 @@ export async function buildAdminApp(deps: Deps, options: AdminAppOptions): Promi
   const tokenRequired = options.listener === 'tcp' || tokenDigest !== null;
   if (options.listener === 'tcp' && tokenDigest === null) throw new Error('the admin API on TCP needs ADMIN_TOKEN');
   const actor = options.listener === 'tcp' || tokenDigest !== null ? 'admin-token' : 'local-socket';
+  // How an operator's change came, as its event records it (events/event-log.ts, Actor).
+  const via = options.listener === 'tcp' ? 'token' : options.listener === 'socket' ? 'socket' : 'cli';
   app.addHook('onRequest', (request, reply, done) => {
+    request.adminActor = options.listener === 'tcp' ? { kind: 'admin', via, address: request.ip } : { kind: 'admin', via };
     if (tokenRequired) {
       const presented = /^Bearer ([\x21-\x7e]{1,512})$/.exec(request.headers.authorization ?? '')?.[1];
       if (presented === undefined || !timingSafeEqual(digest(presented), tokenDigest!)) {
@@ -102,7 +109,7 @@ export async function buildAdminApp(deps: Deps, options: AdminAppOptions): Promi
           audit: {
             actor,
             via: options.listener,
-            remote: options.listener === 'tcp' ? request.ip : 'unix socket',
+            remote: options.listener === 'tcp' ? request.ip : options.listener === 'socket' ? 'unix socket' : 'in-process',
             route: `${request.method} ${request.routeOptions.url ?? 'unmatched'}`,
             status: reply.statusCode,
             ...request.audit,
@@ -149,7 +156,8 @@ export async function buildAdminApp(deps: Deps, options: AdminAppOptions): Promi
       info: {
         title: 'device-auth admin API',
         version: packageVersion(),
-        description: 'Clients, users, their devices and apps, events, housekeeping and signing keys. Errors are RFC 9457 problem details.',
+        description:
+          'Clients, users, their devices and apps, events, housekeeping, signing keys, the device policy, the RFC 10027 self-assessment and webhooks. Errors are RFC 9457 problem details.',
       },
       components: { securitySchemes: { adminToken: { type: 'http', scheme: 'bearer' } } },
       security: [{ adminToken: [] }],
@@ -161,8 +169,11 @@ export async function buildAdminApp(deps: Deps, options: AdminAppOptions): Promi
   adminClientRoutes(routes, deps);
   adminUserRoutes(routes, deps);
   adminEventRoutes(routes, deps);
+  adminGrantRoutes(routes, deps);
   adminHousekeepingRoutes(routes, deps);
   adminKeyRoutes(routes, deps);
+  adminDevicePolicyRoutes(routes, deps);
+  adminWebhookRoutes(routes, deps);
   app.get('/admin/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   return app;

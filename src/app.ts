@@ -33,6 +33,7 @@ import { introspectRoutes } from './http/oauth-routes/introspect.js';
 import { revokeRoutes } from './http/oauth-routes/revoke.js';
 import { tokenRoutes } from './http/oauth-routes/token.js';
 import { userinfoRoutes } from './http/oauth-routes/userinfo.js';
+import { ssfRoutes } from './http/ssf-routes.js';
 
 const stylesheet = readFileSync(path.join(viewsFolder, 'static', 'style.css'), 'utf8');
 
@@ -141,6 +142,8 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   revokeRoutes(app, deps);
   introspectRoutes(app, deps);
   userinfoRoutes(app, deps);
+  // Issue 32 §3: the Shared Signals transmitter, with JSON bodies of its own.
+  await ssfRoutes(app, deps);
   endSessionFormRoute(app);
 
   // Pages get browser sessions and the CSRF check; OAuth endpoints never see a cookie.

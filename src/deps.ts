@@ -1,22 +1,30 @@
-import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { ConfigError, type Config } from './config.js';
+import type { PasswordChecks } from './accounts/password-checks.js';
+import type { ClientDirectory } from './apps/directory.js';
+import type { Config } from './config.js';
 import type { Database, DatabaseHandle } from './db/connect.js';
+import type { OutboundDeliveries } from './delivery/engine.js';
+import type { Geo } from './geo/locate.js';
+import type { Housekeeping } from './housekeeping/purge.js';
+import type { Sealer } from './keys/sealing.js';
+import type { KeyRing } from './keys/signing-keys.js';
 import type { Clock } from './lib/clock.js';
-import { createMetrics, type Metrics } from './lib/metrics.js';
-import { PasswordChecks } from './accounts/password-checks.js';
-import { RateLimiter } from './rate-limits/limiter.js';
-import { databaseCounterStore, redisCounterStore, type CounterStore, type OnceStore } from './rate-limits/store.js';
-import { KeyRing } from './oauth/keys.js';
-import { asConfigError, ensureServerSecret, loadSealer, sealClearRows } from './oauth/key-encryption.js';
-import type { Sealer } from './lib/sealing.js';
-import { ClientDirectory } from './oauth/client-auth.js';
-import { CheckedProofHeaders } from './oauth/dpop.js';
-import { Housekeeping } from './oauth/housekeeping.js';
-import { describeUnavailable, isDatabaseUnavailable } from './db/unavailable.js';
-import { GeoDatabaseError, geoOnFirstUse, loadGeo, type Geo } from './geo/locate.js';
-import { PlatformIcons } from './oauth/device/platform-icons.js';
-import { resolveWithSystem, type HostResolver } from './oauth/device/icon-fetch.js';
+import type { Metrics } from './lib/metrics.js';
+import type { PlatformIcons } from './oauth/device/platform-icons.js';
+import type { DevicePolicies } from './oauth/device/policies.js';
+import type { ForwardingSightings } from './lib/forwarding-sightings.js';
+import type { CheckedProofHeaders } from './oauth/dpop-headers.js';
+import type { DpopReplayStore } from './oauth/dpop-replay.js';
+import type { RateLimiter } from './rate-limits/limiter.js';
+import type { CounterStore } from './rate-limits/store.js';
+import type { SsfTransmitter } from './ssf/transmitter.js';
+
+/*
+ * The type of the dependencies, and nothing else: every room takes the part of it it uses
+ * (Pick<Deps, ...>), and this file imports only types, so that naming it never pulls in what it
+ * names. compose.ts makes one (createDeps) at start; test/architecture/import-graph.test.ts checks
+ * that this file stays a type.
+ */
 
 /** Everything the domain needs, created once at start and passed down explicitly. */
 export interface Deps {
@@ -33,7 +41,7 @@ export interface Deps {
   metrics: Metrics;
   rateLimiter: RateLimiter;
   /** DPoP proofs already used (RFC 9449 §11.1), shared by every instance: the database, or Redis with REDIS_URL. */
-  usedProofs: OnceStore;
+  usedProofs: DpopReplayStore;
   /** Where counters and used proofs live, as /readyz asks whether it answers. */
   counterStore: Pick<CounterStore, 'ping'>;
   /** DPoP proof headers already checked, with their keys (oauth/dpop.ts). */
@@ -46,7 +54,15 @@ export interface Deps {
   housekeeping: Housekeeping;
   /** Fetches devices' platform icons in the background and stores them. */
   platformIcons: PlatformIcons;
-  /** Releases what createDeps opened besides the database (the Redis connection, the client changes listener). */
+  /** The operator's device-flow rules, in memory on every instance (issue 31 §2). */
+  devicePolicies: DevicePolicies;
+  /** Forwarded requests from a peer TRUST_PROXY does not name, as /readyz and the assessment report them. */
+  forwardingSightings: ForwardingSightings;
+  /** The outbound delivery engine of webhooks and Shared Signals push: started by the server, stepped by hand in tests. */
+  deliveries: OutboundDeliveries;
+  /** The Shared Signals transmitter's fan-out of committed events into SETs (issue 32 §3); a source of the delivery engine, which runs it. */
+  sharedSignals: SsfTransmitter;
+  /** Releases what createDeps (compose.ts) opened besides the database (the Redis connection, the client changes listener). */
   close(): Promise<void>;
 }
 
@@ -66,105 +82,4 @@ export interface ServerSecrets {
   refreshRetryKey: Buffer;
   /** HMAC key of DPoP nonces (RFC 9449 §8): stateless, so every instance accepts every other's. */
   dpopNonceKey: Buffer;
-}
-
-export async function createDeps(options: {
-  database: DatabaseHandle;
-  config: Config;
-  log: Logger;
-  clock: Clock;
-  /** Test seams of the icon fetcher: a resolver that never leaves the machine, and the test server's certificate. */
-  iconFetching?: { resolve?: HostResolver; extraCertificates?: readonly string[] };
-  /**
-   * When the location data is read: at start (a server, so that no request waits for it) or at
-   * its first use (the CLI, most of whose commands never use it).
-   */
-  locationData?: 'at-start' | 'on-first-use';
-}): Promise<Deps> {
-  const { database, config, log, clock } = options;
-  const locationOptions = { cityDatabase: config.geoipDatabase, trustedProxies: Array.isArray(config.trustProxy) ? config.trustProxy : [] };
-  const geo =
-    options.locationData === 'on-first-use'
-      ? geoOnFirstUse(locationOptions)
-      : await loadGeo(locationOptions).catch((error: unknown) => {
-          if (error instanceof GeoDatabaseError) throw new ConfigError(`invalid configuration: GEOIP_DATABASE: ${error.message}`);
-          throw error;
-        });
-  const sealer = loadSealer(config, log);
-  // Every secret goes through ensureServerSecret, which seals it: the database never holds one in the clear.
-  const secret = (name: string) => ensureServerSecret(database.db, sealer, name, randomBytes(32));
-  let userCodeKey: Buffer;
-  let anonymousCsrfKey: Buffer;
-  let refreshRetryKey: Buffer;
-  let dpopNonceKey: Buffer;
-  const keys = new KeyRing(database.db, sealer, clock, log, {
-    rotationSeconds: config.signingKeys.rotationSeconds,
-    jwksCacheSeconds: config.signingKeys.jwksCacheSeconds,
-    idTokenTtlSeconds: config.idTokenTtl,
-  });
-  try {
-    const sealed = await sealClearRows(database.db, sealer);
-    if (sealed.signingKeys + sealed.serverSecrets > 0) log.info(sealed, 'sealed private keys and secrets stored in the clear by an earlier version');
-    userCodeKey = await secret('user_code_hmac_key');
-    anonymousCsrfKey = await secret('anonymous_csrf_hmac_key');
-    refreshRetryKey = await secret('refresh_retry_hmac_key');
-    dpopNonceKey = await secret('dpop_nonce_hmac_key');
-    await keys.maintain();
-  } catch (error) {
-    // A sealed value that does not open means the wrong KEY_ENCRYPTION_KEY: one line, exit 2.
-    throw asConfigError(error);
-  }
-  const metrics = createMetrics(() => database.poolStats());
-  const counters = config.redisUrl ? await redisCounterStore(config.redisUrl, clock) : databaseCounterStore(database.db);
-  const rateLimiter = new RateLimiter(counters, config.rateLimits, config.networkShare);
-  const housekeeping = new Housekeeping(database.db, clock, config.purge, config.purgeIntervalSeconds, (run, error) => {
-    if (run.outcome === 'done') log.info({ purged: run.purged }, 'purge done');
-    // While the database is away this fails every tick: one line each, without a stack.
-    else log.warn(isDatabaseUnavailable(error) ? describeUnavailable(error) : { err: error }, 'purge failed');
-  });
-  if (config.iconFetch.allowLoopback) {
-    log.warn('ICON_FETCH_ALLOW_LOOPBACK is on: any device can make this server fetch from its own host. For tests only.');
-  }
-  const platformIcons = new PlatformIcons(database.db, clock, log, metrics, {
-    concurrency: config.iconFetch.concurrency,
-    storage: { perApp: config.iconFetch.storagePerApp, total: config.iconFetch.storageTotal },
-    fetch: {
-      resolve: options.iconFetching?.resolve ?? resolveWithSystem,
-      addressRule: { allowLoopback: config.iconFetch.allowLoopback },
-      userAgent: `device-auth-icon-fetcher/1 (+${config.issuer})`,
-      extraCertificates: options.iconFetching?.extraCertificates,
-    },
-  });
-  // Last, so that nothing after it can fail and leave its connection open.
-  const clients = new ClientDirectory(database.db, clock, log);
-  await clients.follow(database);
-  await keys.follow(database);
-  return {
-    db: database.db,
-    database,
-    config,
-    log,
-    clock,
-    keys,
-    sealer,
-    secrets: { userCodeKey, anonymousCsrfKey, refreshRetryKey, dpopNonceKey },
-    metrics,
-    rateLimiter,
-    usedProofs: counters,
-    counterStore: counters,
-    proofHeaders: new CheckedProofHeaders(),
-    passwordChecks: new PasswordChecks(config.passwordChecks),
-    clients,
-    geo,
-    housekeeping,
-    platformIcons,
-    async close() {
-      housekeeping.stop();
-      await platformIcons.close();
-      await clients.close();
-      await keys.close();
-      await rateLimiter.close();
-      await counters.close();
-    },
-  };
 }

@@ -4,7 +4,7 @@ import { startAdminListeners, type AdminListeners } from './admin-listeners.js';
 import { ConfigError, loadConfig } from './config.js';
 import { connectDatabase } from './db/connect.js';
 import { migrateToLatest } from './db/migrate.js';
-import { createDeps } from './deps.js';
+import { createDeps } from './compose.js';
 import { systemClock } from './lib/clock.js';
 import { logDestination, loggerOptions } from './lib/logging.js';
 
@@ -37,6 +37,7 @@ async function main(): Promise<void> {
   const app = await buildApp(deps, { logger: log });
 
   deps.housekeeping.schedule();
+  deps.deliveries.start();
 
   let adminApi: AdminListeners | null = null;
   let stopping = false;

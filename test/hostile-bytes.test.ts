@@ -1,6 +1,6 @@
-import net from 'node:net';
+import type net from 'node:net';
 import fc from 'fast-check';
-import type { Response } from 'light-my-request';
+import type { LightMyRequestResponse as Response } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_URL_LENGTH } from '../src/http/plugins/strict-input.js';
 import { FORM, seedClient, seedUser, startTestApp, type TestApp } from './helpers/app.js';
@@ -34,7 +34,12 @@ const trailing = fc.stringMatching(/^([G-Zg-z_-][A-Za-z0-9_-]{0,5})?$/);
 const withAround = (hostile: fc.Arbitrary<Buffer>) =>
   fc.tuple(leading, hostile, trailing).map(([head, bytes, tail]) => Buffer.concat([Buffer.from(head), bytes, Buffer.from(tail)]));
 /** Hostile bytes as a form would carry them: percent-encoded or raw. */
-const hostileFormBytes = withAround(fc.oneof(fc.constantFrom(...PERCENT_ENCODED).map((s) => Buffer.from(s)), fc.constantFrom(...RAW_BYTES).map((b) => Buffer.from(b))));
+const hostileFormBytes = withAround(
+  fc.oneof(
+    fc.constantFrom(...PERCENT_ENCODED).map((s) => Buffer.from(s)),
+    fc.constantFrom(...RAW_BYTES).map((b) => Buffer.from(b)),
+  ),
+);
 /** In a URL only escapes get through: Node's HTTP parser answers 400 itself to raw bytes in a request line. */
 const hostileUrlText = withAround(fc.constantFrom(...PERCENT_ENCODED).map((s) => Buffer.from(s))).map((b) => b.toString('latin1'));
 
@@ -52,8 +57,20 @@ function formWith(fields: Record<string, string>, target: string, hostile: Buffe
 
 const PENDING_REQUEST = '00000000-0000-0000-0000-000000000000';
 const OAUTH_FORMS: Record<string, () => Record<string, string>> = {
-  '/oauth/device/code': () => ({ client_id: tv.clientId, scope: 'openid profile', platform_name: 'Kitchen TV', platform_description: 'Model 7', platform_icon: 'https://example.test/tv.png' }),
-  '/oauth/token': () => ({ client_id: tv.clientId, grant_type: 'urn:ietf:params:oauth:grant-type:device_code', device_code: 'da_dc_unknown', refresh_token: 'da_rt_unknown', scope: 'openid' }),
+  '/oauth/device/code': () => ({
+    client_id: tv.clientId,
+    scope: 'openid profile',
+    platform_name: 'Kitchen TV',
+    platform_description: 'Model 7',
+    platform_icon: 'https://example.test/tv.png',
+  }),
+  '/oauth/token': () => ({
+    client_id: tv.clientId,
+    grant_type: 'urn:ietf:params:oauth:grant-type:device_code',
+    device_code: 'da_dc_unknown',
+    refresh_token: 'da_rt_unknown',
+    scope: 'openid',
+  }),
   '/oauth/revoke': () => ({ client_id: tv.clientId, token: 'da_rt_unknown', token_type_hint: 'refresh_token' }),
   '/oauth/introspect': () => ({ client_id: tv.clientId, token: 'da_at_unknown', token_type_hint: 'access_token' }),
   '/oauth/userinfo': () => ({ claims: 'email' }),
@@ -97,9 +114,31 @@ function expectRefusal(path: string, res: Response, status = 400, error = 'inval
 }
 
 async function rowCounts() {
-  const tables = ['users', 'clients', 'browser_sessions', 'device_requests', 'grants', 'refresh_tokens', 'access_tokens', 'grant_events', 'rate_limit_counters'] as const;
+  const tables = [
+    'users',
+    'clients',
+    'browser_sessions',
+    'device_requests',
+    'grants',
+    'refresh_tokens',
+    'access_tokens',
+    'events',
+    'rate_limit_counters',
+  ] as const;
   return Object.fromEntries(
-    await Promise.all(tables.map(async (table) => [table, Number((await t.deps.db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n)])),
+    await Promise.all(
+      tables.map(async (table) => [
+        table,
+        Number(
+          (
+            await t.deps.db
+              .selectFrom(table)
+              .select((eb) => eb.fn.countAll().as('n'))
+              .executeTakeFirstOrThrow()
+          ).n,
+        ),
+      ]),
+    ),
   );
 }
 
@@ -111,11 +150,22 @@ describe('bytes the database cannot store are refused at the edge, on every chan
     const before = await rowCounts();
     const request = fc.constantFrom(...Object.keys(OAUTH_FORMS)).chain((path) => {
       const fields = OAUTH_FORMS[path]!();
-      return fc.record({ path: fc.constant(path), fields: fc.constant(fields), target: fc.constantFrom(...Object.keys(fields)), bytes: hostileFormBytes, inName: fc.boolean() });
+      return fc.record({
+        path: fc.constant(path),
+        fields: fc.constant(fields),
+        target: fc.constantFrom(...Object.keys(fields)),
+        bytes: hostileFormBytes,
+        inName: fc.boolean(),
+      });
     });
     await fc.assert(
       fc.asyncProperty(request, async ({ path, fields, target, bytes, inName }) => {
-        const res = await t.app.inject({ method: 'POST', url: path, headers: { ...FORM, authorization: 'Bearer da_at_unknown' }, payload: formWith(fields, target, bytes, inName) });
+        const res = await t.app.inject({
+          method: 'POST',
+          url: path,
+          headers: { ...FORM, authorization: 'Bearer da_at_unknown' },
+          payload: formWith(fields, target, bytes, inName),
+        });
         expectRefusal(path, res);
       }),
       { numRuns: 300 },
@@ -127,11 +177,22 @@ describe('bytes the database cannot store are refused at the edge, on every chan
     const before = await rowCounts();
     const request = fc.constantFrom(...Object.keys(PAGE_FORMS)).chain((path) => {
       const fields = { ...PAGE_FORMS[path]!(), csrf_token: browser.csrfToken! };
-      return fc.record({ path: fc.constant(path), fields: fc.constant(fields), target: fc.constantFrom(...Object.keys(fields)), bytes: hostileFormBytes, inName: fc.boolean() });
+      return fc.record({
+        path: fc.constant(path),
+        fields: fc.constant(fields),
+        target: fc.constantFrom(...Object.keys(fields)),
+        bytes: hostileFormBytes,
+        inName: fc.boolean(),
+      });
     });
     await fc.assert(
       fc.asyncProperty(request, async ({ path, fields, target, bytes, inName }) => {
-        const res = await t.app.inject({ method: 'POST', url: path, headers: { ...FORM, cookie: browserCookie() }, payload: formWith(fields, target, bytes, inName) });
+        const res = await t.app.inject({
+          method: 'POST',
+          url: path,
+          headers: { ...FORM, cookie: browserCookie() },
+          payload: formWith(fields, target, bytes, inName),
+        });
         expectRefusal(path, res);
       }),
       { numRuns: 300 },
@@ -142,7 +203,13 @@ describe('bytes the database cannot store are refused at the edge, on every chan
   it('query strings: the same escapes in any parameter of any GET are refused, before a session is started', async () => {
     const before = await rowCounts();
     const request = fc.constantFrom(...Object.keys(GET_QUERIES)).chain((path) =>
-      fc.record({ path: fc.constant(path), name: fc.constantFrom(...GET_QUERIES[path]!), text: hostileUrlText, inName: fc.boolean(), signedIn: fc.boolean() }),
+      fc.record({
+        path: fc.constant(path),
+        name: fc.constantFrom(...GET_QUERIES[path]!),
+        text: hostileUrlText,
+        inName: fc.boolean(),
+        signedIn: fc.boolean(),
+      }),
     );
     await fc.assert(
       fc.asyncProperty(request, async ({ path, name, text, inName, signedIn }) => {
@@ -177,14 +244,22 @@ describe('bytes the database cannot store are refused at the edge, on every chan
   });
 
   it('cookies: a session cookie with odd bytes is no session, never a 5xx', async () => {
-    const cookieText = fc.oneof(hostileUrlText, withAround(fc.constantFrom(...RAW_BYTES.slice(1)).map((b) => Buffer.from(b))).map((b) => b.toString('latin1')));
+    const cookieText = fc.oneof(
+      hostileUrlText,
+      withAround(fc.constantFrom(...RAW_BYTES.slice(1)).map((b) => Buffer.from(b))).map((b) => b.toString('latin1')),
+    );
     await fc.assert(
       fc.asyncProperty(cookieText, fc.boolean(), async (text, prefixed) => {
         const cookie = `da_session=${prefixed ? 'da_ss_' : ''}${text}`;
         const page = await t.app.inject({ method: 'GET', url: '/account/devices', headers: { cookie } });
         expect(page.statusCode).toBe(303);
         expect(page.headers.location).toBe('/signin?return_to=%2Faccount%2Fdevices');
-        const post = await t.app.inject({ method: 'POST', url: '/account/apps/remove', headers: { ...FORM, cookie }, payload: `client_id=${tv.clientId}&csrf_token=${browser.csrfToken}` });
+        const post = await t.app.inject({
+          method: 'POST',
+          url: '/account/apps/remove',
+          headers: { ...FORM, cookie },
+          payload: `client_id=${tv.clientId}&csrf_token=${browser.csrfToken}`,
+        });
         expect(post.statusCode).toBe(403);
       }),
       { numRuns: 60 },
@@ -197,7 +272,12 @@ describe('bytes the database cannot store are refused at the edge, on every chan
   });
 
   it('a NUL in the email on POST /signin, once a 500 from PostgreSQL, is a 400 page', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/signin', headers: { ...FORM, cookie: browserCookie() }, payload: `email=a%00b%40example.test&password=x&csrf_token=${browser.csrfToken}` });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/signin',
+      headers: { ...FORM, cookie: browserCookie() },
+      payload: `email=a%00b%40example.test&password=x&csrf_token=${browser.csrfToken}`,
+    });
     expectRefusal('/signin', res);
   });
 

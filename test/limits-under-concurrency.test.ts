@@ -1,8 +1,8 @@
 import { randomInt } from 'node:crypto';
-import type { Response } from 'light-my-request';
+import type { LightMyRequestResponse as Response } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FORM, form, seedClient, seedUser, startTestApp, type TestApp } from './helpers/app.js';
-import { Browser, inputValue, signIn } from './helpers/browser.js';
+import { Browser, signIn } from './helpers/browser.js';
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
 import { DEVICE_GRANT, startDeviceFlow } from './helpers/device.js';
 import { USER_CODE_ALPHABET, USER_CODE_LENGTH } from '../src/oauth/device/user-code.js';
@@ -171,9 +171,7 @@ describe.each(SETUPS)('reserve first, then decide ($name)', (setup) => {
     const browser = new Browser(instances[0]!, { remoteAddress: address });
     await browser.get('/signin');
     const results = await Promise.all(
-      Array.from({ length: 100 }, (_, i) =>
-        postAs(browser, i, '/signin', { email: user.email, password: i === 77 ? user.password : `wrong ${i}` }, address),
-      ),
+      Array.from({ length: 100 }, (_, i) => postAs(browser, i, '/signin', { email: user.email, password: i === 77 ? user.password : `wrong ${i}` }, address)),
     );
     // 401 (wrong) and 303 (right) are the answers of a verified password.
     const verified = results.filter((r) => r.statusCode === 401 || r.statusCode === 303);
@@ -288,7 +286,7 @@ describe('nobody can lock out an account owner', () => {
     expect(owner.ms).toBeLessThan(2000);
   });
 
-  it('an account attacked from many addresses slows the owner\'s right password from a clean address, never refuses it', async () => {
+  it("an account attacked from many addresses slows the owner's right password from a clean address, never refuses it", async () => {
     const user = await seedUser(t);
     const attackers = Array.from({ length: 8 }, freshAddress);
     for (const address of attackers) expect((await attempt(address, user.email, 'wrong')).status).toBe(401);

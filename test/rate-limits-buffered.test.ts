@@ -20,7 +20,9 @@ const limits = (max: number): Limits => ({
   tokenPerClient: { max, windowSeconds: 60 },
   tokenPerIp: null,
   userinfoPerIp: null,
+  introspectPerClient: null,
   introspectPerIp: null,
+  revokePerClient: null,
   revokePerIp: null,
 });
 
@@ -74,7 +76,7 @@ describe('high limits are counted in memory and flushed to the shared store', ()
   it('hits are kept, not lost, while the store is away', async () => {
     let fail = true;
     const real = databaseCounterStore(database.handle.db);
-    const flaky = { ...real, hitMany: async (...args: Parameters<typeof real.hitMany>) => (fail ? Promise.reject(new Error("down")) : real.hitMany(...args)) };
+    const flaky = { ...real, hitMany: async (...args: Parameters<typeof real.hitMany>) => (fail ? Promise.reject(new Error('down')) : real.hitMany(...args)) };
     const limiter = new RateLimiter(flaky, limits(BUFFERED_FROM));
     const subject = `client-${Math.random()}`;
     for (let i = 0; i < 10; i++) await limiter.consume('tokenPerClient', subject, now);

@@ -155,7 +155,7 @@ describe('OAuth endpoints answer 429 with Retry-After and an OAuth error body', 
 });
 
 describe('counters are shared by every instance', () => {
-  it('on the shared database: a second instance sees the first one\'s counts', async () => {
+  it("on the shared database: a second instance sees the first one's counts", async () => {
     t.clock.advance(60);
     const second = await startTestApp({ database, env: LIMITS });
     try {

@@ -1,4 +1,4 @@
-import type { Response } from 'light-my-request';
+import type { LightMyRequestResponse as Response } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FORM, basicAuth, form, seedClient, seedUser, startTestApp, type TestApp } from './helpers/app.js';
 import { floodAddresses, legitAddress, sendAll, timed } from './helpers/flood.js';

@@ -11,7 +11,9 @@ import { createTestDatabase } from './helpers/database.js';
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
 
 const dirs: string[] = [];
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
 
 function tempDataDir(): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'device-auth-server-'));
@@ -54,7 +56,11 @@ describe('the server process', () => {
       }).then((res) => res.status),
     );
     // Signal once the server has received every request (argon2id keeps most of them running).
-    const received = () => server.output().split('\n').filter((l) => l.includes('incoming request') && l.includes('"POST"')).length;
+    const received = () =>
+      server
+        .output()
+        .split('\n')
+        .filter((l) => l.includes('incoming request') && l.includes('"POST"')).length;
     for (let i = 0; i < 200 && received() < requests; i++) await new Promise((r) => setTimeout(r, 25));
     expect(received()).toBe(requests);
     const exit = server.stop('SIGTERM');

@@ -1,12 +1,14 @@
-import type { Response } from 'light-my-request';
+import type { LightMyRequestResponse as Response } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FORM, form, seedClient, startTestApp, type TestApp } from './helpers/app.js';
+import { basicAuth, FORM, form, seedClient, seedUser, startTestApp, type TestApp } from './helpers/app.js';
 import { DEVICE_GRANT, startDeviceFlow } from './helpers/device.js';
 import { addressPrefixes } from '../src/lib/client-address.js';
 import { floodAddresses, legitAddress, sendAll, timed } from './helpers/flood.js';
+import { refresh, signIn, type TestClient, type TokenSet } from './helpers/tokens.js';
 
 /**
- * Issue 28 §1: an app's budgets (device codes, token requests) are shared by all its devices.
+ * Issue 28 §1: an app's budgets (device codes, token requests; since issue 30 §1 revocations and
+ * introspections too) are shared by all its devices.
  * A request refused for what it is never counts against them; once a budget is spent, the
  * networks (address or /64, /24, /56, /48) that sent more than their share are refused, and a
  * device with a network of its own keeps its normal answers, within 2 s, every time.
@@ -19,7 +21,7 @@ function topOfWindow(t: TestApp, seconds = 60) {
   t.clock.advance(seconds - ((t.clock.now().getTime() / 1000) % seconds));
 }
 
-describe('requests refused anyway never use an app\'s budget', () => {
+describe("requests refused anyway never use an app's budget", () => {
   let t: TestApp;
   let app: { clientId: string };
   beforeAll(async () => {
@@ -47,7 +49,9 @@ describe('requests refused anyway never use an app\'s budget', () => {
       ),
     );
     expect(answers.map((r) => r.statusCode).filter((s) => s === 429)).toEqual([]);
-    expect(new Set(answers.map((r) => r.json().error))).toEqual(new Set(['unsupported_grant_type', 'unauthorized_client', 'invalid_request', 'invalid_client']));
+    expect(new Set(answers.map((r) => r.json().error))).toEqual(
+      new Set(['unsupported_grant_type', 'unauthorized_client', 'invalid_request', 'invalid_client']),
+    );
     const device = legitAddress();
     for (let i = 0; i < 5; i++) {
       t.clock.advance(5);
@@ -158,11 +162,24 @@ describe("a flood from 200 addresses in many networks cannot take an app's budge
     for (let wave = 0; wave < 3; wave++) {
       t.clock.advance(5);
       const floodWave = sendAll(
-        flood.map((address) => () => t.app.inject({ method: 'POST', url: '/oauth/device/code', headers: { ...FORM, ...fromAddress(address) }, payload: form({ client_id: app.clientId }) })),
+        flood.map(
+          (address) => () =>
+            t.app.inject({
+              method: 'POST',
+              url: '/oauth/device/code',
+              headers: { ...FORM, ...fromAddress(address) },
+              payload: form({ client_id: app.clientId }),
+            }),
+        ),
       );
       for (let tv = 0; tv < 3; tv++) {
         const { result, ms } = await timed(() =>
-          t.app.inject({ method: 'POST', url: '/oauth/device/code', headers: { ...FORM, ...fromAddress(legitAddress(tv % 2 ? 4 : 6)) }, payload: form({ client_id: app.clientId }) }),
+          t.app.inject({
+            method: 'POST',
+            url: '/oauth/device/code',
+            headers: { ...FORM, ...fromAddress(legitAddress(tv % 2 ? 4 : 6)) },
+            payload: form({ client_id: app.clientId }),
+          }),
         );
         expect(result.statusCode, result.body).toBe(200);
         expect(result.json().device_code).toMatch(/^da_dc_/);
@@ -179,4 +196,120 @@ describe("a flood from 200 addresses in many networks cannot take an app's budge
     // The last wave: every one of the flood's networks has had its share.
     expect(waves[2]!.every(refused)).toBe(true);
   });
+});
+
+describe("revocation and introspection have an app's budget too, shared as the token endpoint's is", () => {
+  let t: TestApp;
+  let tv: TestClient;
+  let rs: TestClient;
+  let user: { userId: string };
+  const BUDGET = 40;
+  /** What each network keeps of a spent budget: 4 requests, a legitimate caller's over the test's four waves. */
+  const NETWORK_SHARE = 0.1;
+  const WAVES = 4;
+  beforeAll(async () => {
+    t = await startTestApp({
+      env: {
+        TRUST_PROXY: '127.0.0.1',
+        RATE_LIMIT_REVOKE_PER_CLIENT: `${BUDGET}/60`,
+        RATE_LIMIT_INTROSPECT_PER_CLIENT: `${BUDGET}/60`,
+        RATE_LIMIT_NETWORK_SHARE: String(NETWORK_SHARE),
+      },
+    });
+    tv = await seedClient(t);
+    rs = await seedClient(t, { kind: 'web', type: 'confidential', name: 'Budget API', introspection: true });
+    user = await seedUser(t);
+  });
+  afterAll(() => t.close());
+
+  const refused = (r: Response) => r.statusCode === 429 && r.json().error === 'temporarily_unavailable' && Number(r.headers['retry-after']) > 0;
+  const revokeFrom = (address: string, fields: Record<string, string>) =>
+    t.app.inject({ method: 'POST', url: '/oauth/revoke', headers: { ...FORM, ...fromAddress(address) }, payload: form({ client_id: tv.clientId, ...fields }) });
+  const introspectFrom = (address: string, token: string, secret = rs.clientSecret!) =>
+    t.app.inject({
+      method: 'POST',
+      url: '/oauth/introspect',
+      headers: { ...FORM, ...fromAddress(address), authorization: basicAuth(rs.clientId, secret) },
+      payload: form({ token }),
+    });
+
+  it('requests refused anyway (no token, a wrong secret, an app that may not introspect) from 200 addresses never use it', async () => {
+    const tokens = await signIn(t, tv, user.userId, 'openid offline_access');
+    const bot = await seedClient(t, { kind: 'bot', type: 'confidential' });
+    topOfWindow(t);
+    const junk: Array<(address: string) => Promise<Response>> = [
+      (address) => revokeFrom(address, {}),
+      (address) => revokeFrom(address, { client_id: 'no-such-app', token: 'da_rt_x' }),
+      (address) => introspectFrom(address, 'da_at_x', 'dacs_wrong'),
+      (address) =>
+        t.app.inject({
+          method: 'POST',
+          url: '/oauth/introspect',
+          headers: { ...FORM, ...fromAddress(address), authorization: basicAuth(bot.clientId, bot.clientSecret!) },
+          payload: form({ token: 'da_at_x' }),
+        }),
+      (address) =>
+        t.app.inject({
+          method: 'POST',
+          url: '/oauth/introspect',
+          headers: { ...FORM, ...fromAddress(address), authorization: basicAuth(rs.clientId, rs.clientSecret!) },
+        }),
+    ];
+    const answers = await sendAll(floodAddresses(200).map((address, i) => () => junk[i % junk.length]!(address)));
+    expect(answers.filter(refused)).toEqual([]);
+    expect(new Set(answers.map((r) => r.json().error))).toEqual(new Set(['invalid_request', 'invalid_client', 'unauthorized_client']));
+    // Both budgets are whole: the app's devices and the resource server get their normal answers.
+    expect((await introspectFrom(legitAddress(), tokens.access_token)).json().active).toBe(true);
+    expect((await revokeFrom(legitAddress(6), { token: tokens.refresh_token! })).statusCode).toBe(200);
+    expect((await introspectFrom(legitAddress(), tokens.access_token)).json().active).toBe(false);
+  });
+
+  it('a flood of revocations from 200 addresses in many networks: once the budget is spent the flood is refused, and devices signing out, each from its own network, get 200 within 2 s and their grants end', async () => {
+    const devices: TokenSet[] = [];
+    for (let i = 0; i < WAVES; i++) devices.push(await signIn(t, tv, user.userId, 'openid offline_access'));
+    topOfWindow(t);
+    const flood = floodAddresses(200);
+    const waves: Response[][] = [];
+    for (let wave = 0; wave < WAVES; wave++) {
+      t.clock.advance(5);
+      const floodWave = sendAll(flood.map((address, i) => () => revokeFrom(address, { token: `da_rt_junk${wave}-${i}` })));
+      const { result, ms } = await timed(() => revokeFrom(legitAddress(wave % 2 ? 4 : 6), { token: devices[wave]!.refresh_token! }));
+      expect(result.statusCode, `sign-out ${wave}: ${result.body}`).toBe(200);
+      expect(ms, `sign-out ${wave}`).toBeLessThan(2000);
+      waves.push(await floodWave);
+    }
+    for (const device of devices) expect((await refresh(t, tv, device.refresh_token!)).json().error).toBe('invalid_grant');
+    const answered = waves.flat().filter((r) => !refused(r));
+    expect(answered.every((r) => r.statusCode === 200)).toBe(true);
+    expect(answered.length).toBeGreaterThanOrEqual(BUDGET - WAVES);
+    // Past the budget, each of the flood's networks had no more than its share, and then nothing.
+    expect(answered.length).toBeLessThanOrEqual(atMost(flood));
+    expect(waves.at(-1)!.every(refused)).toBe(true);
+  });
+
+  it("a flood of introspections with the resource server's own credentials from 200 addresses: refused once the budget is spent, while the resource server at its own address gets its normal answers within 2 s", async () => {
+    const tokens = await signIn(t, tv, user.userId, 'openid');
+    topOfWindow(t);
+    const flood = floodAddresses(200);
+    const server = legitAddress();
+    const waves: Response[][] = [];
+    for (let wave = 0; wave < WAVES; wave++) {
+      t.clock.advance(5);
+      const floodWave = sendAll(flood.map((address, i) => () => introspectFrom(address, `da_at_junk${wave}-${i}`)));
+      const { result, ms } = await timed(() => introspectFrom(server, tokens.access_token));
+      expect(result.json().active, `introspection ${wave}: ${result.body}`).toBe(true);
+      expect(ms, `introspection ${wave}`).toBeLessThan(2000);
+      waves.push(await floodWave);
+    }
+    const answered = waves.flat().filter((r) => !refused(r));
+    expect(answered.every((r) => r.json().active === false)).toBe(true);
+    expect(answered.length).toBeGreaterThanOrEqual(BUDGET - WAVES);
+    expect(answered.length).toBeLessThanOrEqual(atMost(flood));
+    expect(waves.at(-1)!.every(refused)).toBe(true);
+  });
+
+  /** What the flood may have had: the budget, and past it each of its networks' share. */
+  function atMost(flood: string[]): number {
+    return BUDGET + new Set(flood.map((address) => addressPrefixes(address).at(-1)!)).size * Math.max(1, Math.floor(BUDGET * NETWORK_SHARE));
+  }
 });

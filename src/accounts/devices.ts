@@ -1,15 +1,11 @@
 import type { ClientKind } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import type { Place } from '../geo/locate.js';
-import { revokeAndCountGrants } from '../oauth/grant-revocation.js';
+import { actorColumn, type Actor } from '../events/event-log.js';
+import { revokeAndCountGrants, revokeGrants } from '../oauth/grant-revocation.js';
 import { findClient } from '../repositories/clients.js';
 import { findGrantOfUser, listAppsWithLiveGrants, listLiveGrantsOfUser } from '../repositories/grants.js';
-import {
-  cancelApprovedRequest,
-  cancelApprovedRequestsOfApp,
-  findRequestDeniedByUser,
-  listApprovedAwaitingDevice,
-} from '../repositories/device-requests.js';
+import { cancelApprovedRequest, cancelApprovedRequestsOfApp, findRequestDeniedByUser, listApprovedAwaitingDevice } from '../repositories/device-requests.js';
 import { forgetConsent, listConsentsOfUser } from '../repositories/consents.js';
 
 /** A grant of a TV / device app or a bot is a device; a web app's grant is not, though it is a connected app. */
@@ -96,8 +92,7 @@ export async function listDevices(deps: Deps, userId: string): Promise<DeviceVie
     lastUsedAt: row.last_used_at,
     signedInFrom: placeOf(deps, row.signed_in_ip),
     lastUsedFrom: placeOf(deps, row.last_used_ip),
-    collectedFromElsewhere:
-      row.redeemer_action === 'warn' && row.redeemer_signals?.includes('redeemer_mismatch') ? placeOf(deps, row.redeemer_ip) : null,
+    collectedFromElsewhere: row.redeemer_action === 'warn' && row.redeemer_signals?.includes('redeemer_mismatch') ? placeOf(deps, row.redeemer_ip) : null,
     label: row.platform_name === null ? row.client_name : `${row.client_name} (${row.platform_name})`,
   }));
 }
@@ -134,11 +129,7 @@ export async function listConnectedApps(deps: Deps, userId: string): Promise<Con
  * only if that grant is the user's and was signed out by them, so a crafted grant cannot make the
  * page claim anything untrue.
  */
-export async function devicesPage(
-  deps: Deps,
-  userId: string,
-  shown: { signedOut?: string | undefined; cancelled?: string | undefined },
-): Promise<DevicesPage> {
+export async function devicesPage(deps: Deps, userId: string, shown: { signedOut?: string | undefined; cancelled?: string | undefined }): Promise<DevicesPage> {
   const [devices, waiting, grant, cancelled] = await Promise.all([
     listDevices(deps, userId),
     listApprovedAwaitingDevice(deps.db, userId, DEVICE_KINDS, deps.clock.now()),
@@ -165,8 +156,8 @@ export type CancelOutcome = 'cancelled' | 'not_found';
  * no tokens are ever issued for it. Only this user's approval, only while still waiting: if the
  * device's poll got there first it is signed in, and the Devices page lists it to sign out.
  */
-export async function cancelWaitingDevice(deps: Deps, userId: string, requestId: string): Promise<CancelOutcome> {
-  return (await cancelApprovedRequest(deps.db, userId, requestId, deps.clock.now())) ? 'cancelled' : 'not_found';
+export async function cancelWaitingDevice(deps: Deps, userId: string, requestId: string, ip: string | null = null): Promise<CancelOutcome> {
+  return (await cancelApprovedRequest(deps.db, userId, requestId, deps.clock.now(), ip)) ? 'cancelled' : 'not_found';
 }
 
 /** The Connected apps page. `removed` comes from the address; it is named only while that is true. */
@@ -194,9 +185,10 @@ export type SignOutOutcome = 'signed_out' | 'not_found';
 /**
  * Signs one device out: its grant is revoked, so its refresh token and access tokens stop on
  * their next use. Only a live grant of this user: another user's grant id changes nothing.
+ * `actor`: the operator, when the admin API signs the device out on the user's behalf.
  */
-export async function signOutDevice(deps: Deps, userId: string, grantId: string, ip: string | null): Promise<SignOutOutcome> {
-  const revoked = await revokeAndCountGrants(deps, { userId, grantId }, 'signed_out_by_user', ip);
+export async function signOutDevice(deps: Deps, userId: string, grantId: string, ip: string | null, actor: Actor | null = null): Promise<SignOutOutcome> {
+  const revoked = await revokeAndCountGrants(deps, { userId, grantId }, 'signed_out_by_user', ip, actor);
   return revoked.length > 0 ? 'signed_out' : 'not_found';
 }
 
@@ -204,14 +196,26 @@ export type RemoveAccessOutcome = 'removed' | 'not_found';
 
 /**
  * Revokes every grant of one app for this user (devices and web alike), cancels its approvals not
- * yet picked up and forgets their consent; other users keep theirs.
+ * yet picked up and forgets their consent; other users keep theirs. One transaction: the
+ * cancellations' and revocations' events commit with them, or nothing does.
  */
-export async function removeAppAccess(deps: Deps, userId: string, clientId: string, ip: string | null): Promise<RemoveAccessOutcome> {
-  // First: an approval redeemed before this statement has its grant committed by then, so the
-  // revocation below finds it; one redeemed after it is not possible.
-  const cancelled = await cancelApprovedRequestsOfApp(deps.db, userId, clientId, deps.clock.now());
-  const revoked = await revokeAndCountGrants(deps, { userId, clientId }, 'access_removed', ip);
-  // After the tokens: the consent is what would let the app sign the user in again without asking.
-  const forgotten = await forgetConsent(deps.db, userId, clientId);
-  return revoked.length > 0 || cancelled > 0 || forgotten ? 'removed' : 'not_found';
+export async function removeAppAccess(
+  deps: Deps,
+  userId: string,
+  clientId: string,
+  ip: string | null,
+  actor: Actor | null = null,
+): Promise<RemoveAccessOutcome> {
+  const now = deps.clock.now();
+  const outcome = await deps.db.transaction().execute(async (trx) => {
+    // First: an approval redeemed before this statement has its grant committed by then, so the
+    // revocation below (a statement of its own, with a newer snapshot) finds it; one redeemed after it is not possible.
+    const cancelled = await cancelApprovedRequestsOfApp(trx, userId, clientId, { now, ip, actor: actorColumn(actor) });
+    const revoked = await revokeGrants(trx, { userId, clientId }, 'access_removed', { now, ip, actor });
+    // After the tokens: the consent is what would let the app sign the user in again without asking.
+    const forgotten = await forgetConsent(trx, userId, clientId);
+    return { revoked: revoked.length, removed: revoked.length > 0 || cancelled > 0 || forgotten };
+  });
+  deps.metrics.grantRevocations.inc({ reason: 'access_removed' }, outcome.revoked);
+  return outcome.removed ? 'removed' : 'not_found';
 }

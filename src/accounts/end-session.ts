@@ -23,12 +23,13 @@ export async function endBrowserSession(
   session: BrowserSession | null,
   request: EndSessionRequest,
   confirmed: boolean,
+  ip: string | null = null,
 ): Promise<EndSessionOutcome> {
   const location = postLogoutLocation(request);
   if (session?.kind !== 'stored') return { kind: 'signed_out', location, ended: false };
   // A banned user's session (user null) no longer signs anyone in: ending it asks nothing.
   const tied = session.user === null || (request.hintSubject !== null && request.hintSubject === session.user.userId);
   if (!tied && !confirmed) return { kind: 'confirm', request };
-  await signOut(deps, session);
+  await signOut(deps, session, ip, request.client?.clientId ?? null);
   return { kind: 'signed_out', location, ended: true };
 }

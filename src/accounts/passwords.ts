@@ -10,9 +10,14 @@ export function hashPassword(password: string): Promise<string> {
 /** A hash of a password nobody knows: verifying against it costs as much as a real check. */
 let decoy: Promise<string> | undefined;
 
+function decoyHash(): Promise<string> {
+  decoy ??= hashPassword('decoy password that matches nothing');
+  return decoy;
+}
+
 export async function verifyPassword(hash: string | undefined, password: string): Promise<boolean> {
   // Unknown accounts still pay for one verification, so timing does not reveal which emails exist.
-  const target = hash ?? (await (decoy ??= hashPassword('decoy password that matches nothing')));
+  const target = hash ?? (await decoyHash());
   try {
     const ok = await argon2.verify(target, password);
     return ok && hash !== undefined;

@@ -1,7 +1,8 @@
 import type { Deps } from '../deps.js';
+import { recordEvents } from '../events/event-log.js';
 import { addSeconds } from '../lib/clock.js';
 import { hmacSha256, randomToken, safeEqual } from '../lib/random.js';
-import { hashOpaque, mintOpaque, TOKEN_PREFIX } from '../oauth/tokens.js';
+import { hashOpaque, mintOpaque, TOKEN_PREFIX } from '../oauth/opaque-tokens.js';
 import { deleteBrowserSession, findLiveBrowserSession, insertBrowserSession } from '../repositories/browser-sessions.js';
 import { findUserByEmail } from '../repositories/users.js';
 import type { PasswordCheckPlace } from './password-checks.js';
@@ -51,7 +52,8 @@ export interface StartedVisit {
   visit: AnonymousVisit;
 }
 
-async function startSession(deps: Deps, user: SignedInUser, replacing: Uint8Array | undefined): Promise<StartedSession> {
+/** A new session row (replacing the browser's old one, if any) and its session.signed_in event, in one transaction. */
+async function startSession(deps: Deps, user: SignedInUser, replacing: Uint8Array | undefined, ip: string | null): Promise<StartedSession> {
   const minted = mintOpaque(TOKEN_PREFIX.session);
   const csrfSecret = randomToken(32);
   const now = deps.clock.now();
@@ -63,14 +65,11 @@ async function startSession(deps: Deps, user: SignedInUser, replacing: Uint8Arra
     expires_at: addSeconds(now, deps.config.sessionTtl),
     auth_time: user.authTime,
   };
-  if (replacing) {
-    await deps.db.transaction().execute(async (trx) => {
-      await deleteBrowserSession(trx, replacing);
-      await insertBrowserSession(trx, row);
-    });
-  } else {
-    await insertBrowserSession(deps.db, row);
-  }
+  await deps.db.transaction().execute(async (trx) => {
+    if (replacing) await deleteBrowserSession(trx, replacing);
+    await insertBrowserSession(trx, row);
+    await recordEvents(trx, [{ type: 'session.signed_in', user_id: user.userId, client_ip: ip, created_at: now }]);
+  });
   return { cookieValue: minted.value, session: { kind: 'stored', hash: minted.hash, csrfToken: csrfSecret, user } };
 }
 
@@ -126,23 +125,43 @@ export type SignInResult = { kind: 'signed_in'; started: StartedSession } | { ki
  * success, writes the browser's first session row, or replaces the one it had (new cookie value,
  * new CSRF secret): a cookie planted or seen before sign-in is worth nothing after it. This is
  * the only place a session row is written.
+ *
+ * A refusal changes nothing, so its session.sign_in_refused event is an observation, written on
+ * its own (reason wrong_credentials or banned). It is written only for an account that exists:
+ * the event names the user by id, and an unknown email names nobody (nor is it kept, being what a
+ * stranger typed); the sign-in limits bound how many one account can gather.
  */
 export async function signIn(
   deps: Deps,
   current: BrowserSession | null,
   credentials: { email: string; password: string },
   place: PasswordCheckPlace,
+  ip: string | null = null,
 ): Promise<SignInResult> {
   const user = await findUserByEmail(deps.db, normaliseEmail(credentials.email));
   const verified = await place.run(() => verifyPassword(user?.password_hash, credentials.password));
-  if (!verified || !user) return { kind: 'wrong_credentials' };
+  const refused = async (reason: 'wrong_credentials' | 'banned') => {
+    if (user) await recordEvents(deps.db, [{ type: 'session.sign_in_refused', user_id: user.user_id, reason, client_ip: ip, created_at: deps.clock.now() }]);
+    return { kind: reason };
+  };
+  if (!verified || !user) return refused('wrong_credentials');
   // Only someone who knows the password learns that the account is banned.
-  if (user.banned_at !== null) return { kind: 'banned' };
+  if (user.banned_at !== null) return refused('banned');
   const replacing = current?.kind === 'stored' ? current.hash : undefined;
-  const started = await startSession(deps, { userId: user.user_id, email: user.email, authTime: deps.clock.now() }, replacing);
+  const started = await startSession(deps, { userId: user.user_id, email: user.email, authTime: deps.clock.now() }, replacing, ip);
   return { kind: 'signed_in', started };
 }
 
-export async function signOut(deps: Deps, session: StoredSession): Promise<void> {
-  await deleteBrowserSession(deps.db, session.hash);
+/**
+ * Ends the browser's session, with its session.signed_out event in the same transaction (when the
+ * row was still there and had a user: a second sign-out, or one racing the purge, ends nothing). `clientId`: the
+ * app that sent the browser to sign out (RP-Initiated Logout), if any.
+ */
+export async function signOut(deps: Deps, session: StoredSession, ip: string | null = null, clientId: string | null = null): Promise<void> {
+  await deps.db.transaction().execute(async (trx) => {
+    const userId = await deleteBrowserSession(trx, session.hash);
+    // A session of nobody (a browser that never signed in) ends without an event: it names no one.
+    if (userId === undefined || userId === null) return;
+    await recordEvents(trx, [{ type: 'session.signed_out', user_id: userId, client_id: clientId, client_ip: ip, created_at: deps.clock.now() }]);
+  });
 }

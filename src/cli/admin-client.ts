@@ -11,7 +11,8 @@ export interface AdminAnswer {
 export interface AdminTransport {
   /** Said in errors: where the command went. */
   readonly where: string;
-  send(method: string, path: string, body?: unknown): Promise<AdminAnswer>;
+  /** `signal` abandons the request (a long poll the user stopped); the promise then rejects. */
+  send(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<AdminAnswer>;
   close(): Promise<void>;
 }
 
@@ -30,7 +31,7 @@ export function remoteAdmin(target: { socketPath: string } | { url: string }, to
   const where = 'socketPath' in target ? `the running server's admin socket ${target.socketPath}` : `the admin API at ${target.url}`;
   return {
     where,
-    send(method, path, body) {
+    send(method, path, body, signal) {
       const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
       const headers: Record<string, string> = { Accept: 'application/json' };
       if (token !== undefined) headers.Authorization = `Bearer ${token}`;
@@ -48,7 +49,7 @@ export function remoteAdmin(target: { socketPath: string } | { url: string }, to
         options = { hostname: url.hostname, port: url.port, path: `${url.pathname}${url.search}`, method, headers };
       }
       return new Promise<AdminAnswer>((resolve, reject) => {
-        const req = send({ ...options, timeout: ANSWER_BOUND_MS }, (res) => {
+        const req = send({ ...options, timeout: ANSWER_BOUND_MS, ...(signal && { signal }) }, (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (chunk: Buffer) => chunks.push(chunk));
           res.on('end', () => resolve(parseAnswer(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'))));
@@ -67,14 +68,22 @@ export function remoteAdmin(target: { socketPath: string } | { url: string }, to
 export function inProcessAdmin(app: FastifyInstance, token: string | undefined, closeAll: () => Promise<void>): AdminTransport {
   return {
     where: 'the database directly (no server running)',
-    async send(method, path, body) {
-      const res = await app.inject({
-        method: method as 'GET',
-        url: path,
-        headers: token !== undefined ? { authorization: `Bearer ${token}` } : {},
-        ...(body !== undefined && { payload: body as object }),
+    send(method, path, body, signal) {
+      const answer = app
+        .inject({
+          method: method as 'GET',
+          url: path,
+          headers: token !== undefined ? { authorization: `Bearer ${token}` } : {},
+          ...(body !== undefined && { payload: body as object }),
+        })
+        .then((res) => parseAnswer(res.statusCode, res.body));
+      if (!signal) return answer;
+      // The injected request runs on (closing the app ends a long poll at once); its caller is answered now.
+      return new Promise<AdminAnswer>((resolve, reject) => {
+        if (signal.aborted) reject(signal.reason);
+        signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+        answer.then(resolve, reject);
       });
-      return parseAnswer(res.statusCode, res.body);
     },
     close: closeAll,
   };

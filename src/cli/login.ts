@@ -22,7 +22,7 @@ export interface LoginOptions {
   sleep?: (seconds: number) => Promise<void>;
 }
 
-export class LoginStopped extends Error {
+class LoginStopped extends Error {
   constructor(
     readonly reason: 'denied' | 'expired' | 'error',
     message: string,
@@ -148,7 +148,9 @@ export async function simulateDeviceLogin(options: LoginOptions): Promise<Record
     if (res.status === 200) {
       options.screen('  Approved. Signed in.\n');
       const accessToken = res.json.access_token;
-      const openid = String(res.json.scope ?? '').split(' ').includes('openid');
+      const openid = String(res.json.scope ?? '')
+        .split(' ')
+        .includes('openid');
       if (dpop && openid && meta.userinfo_endpoint && typeof accessToken === 'string') {
         const claims = await dpopUserinfo(meta.userinfo_endpoint, accessToken, dpop);
         options.screen(`  Userinfo with the DPoP-bound token: sub ${String(claims.sub)}\n`);

@@ -5,7 +5,7 @@
  */
 
 /** The options that once carried a secret in argv, and how to pass it now. */
-export const SECRETS_NOT_IN_ARGV: Readonly<Record<string, string>> = {
+const SECRETS_NOT_IN_ARGV: Readonly<Record<string, string>> = {
   '--password':
     '--password is not accepted: a password on the command line shows in ps and in shell history. ' +
     'Type it at the prompt, pipe it on standard input (first line), or name an environment variable that holds it with --password-env VAR',

@@ -13,6 +13,6 @@ import { sql } from 'kysely';
  * would make every write of that transaction asynchronous too. Callers refuse a transaction.
  *
  * Why: waiting for the WAL flush is most of a single-row write's cost. On the benchmark's poll,
- * PostgreSQL's CPU per poll went from about 0.19 to 0.135 ms without it (README, Benchmark).
+ * PostgreSQL's CPU per poll went from about 0.19 to 0.135 ms without it (docs/benchmarks.md).
  */
 export const asynchronousCommit = sql<string>`set_config('synchronous_commit', 'off', true)`;

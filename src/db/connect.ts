@@ -45,6 +45,7 @@ export interface ConnectOptions {
 class ConnectionTaggingClient extends pg.Client {
   override connect(): Promise<pg.Client>;
   override connect(callback: (error: Error | null, client?: pg.Client) => void): void;
+  // biome-ignore lint/suspicious/noConfusingVoidType: the implementation of pg.Client's two overloads above, which return void with a callback.
   override connect(callback?: (error: Error | null, client?: pg.Client) => void): Promise<pg.Client> | void {
     if (!callback) {
       return super.connect().catch((error: unknown) => {

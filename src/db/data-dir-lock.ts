@@ -108,7 +108,14 @@ function removeIfStale(file: string): void {
   }
 }
 
-export function lockDataDir(dataDir: string, command = process.argv.slice(1).map((a) => path.basename(a)).join(' ').slice(0, 200)): DataDirLock {
+export function lockDataDir(
+  dataDir: string,
+  command = process.argv
+    .slice(1)
+    .map((a) => path.basename(a))
+    .join(' ')
+    .slice(0, 200),
+): DataDirLock {
   const lockFile = path.join(dataDir, LOCK_FILE);
   const takeoverFile = path.join(dataDir, TAKEOVER_FILE);
   const me: LockOwner = {

@@ -3,9 +3,7 @@ import { isIP } from 'node:net';
 export type AddressKind = 'public' | 'private' | 'loopback' | 'link-local' | 'unknown';
 
 /** An address as numbers: IPv4 as one unsigned 32-bit value, IPv6 as four, most significant first. */
-export type ParsedAddress =
-  | { version: 4; value: number; text: string }
-  | { version: 6; words: Uint32Array; text: string };
+export type ParsedAddress = { version: 4; value: number; text: string } | { version: 6; words: Uint32Array; text: string };
 
 /**
  * Parses an IPv4 or IPv6 address. An IPv4-mapped IPv6 address (::ffff:a.b.c.d, in either
@@ -36,12 +34,12 @@ function ipv4Value(text: string): number {
   return value;
 }
 
-export function formatIPv4(value: number): string {
+function formatIPv4(value: number): string {
   return `${value >>> 24}.${(value >>> 16) & 255}.${(value >>> 8) & 255}.${value & 255}`;
 }
 
 /** RFC 5952 §4: lower case, no leading zeros, the longest run of two or more zero groups as "::" (the first on a tie). */
-export function formatIPv6(words: Uint32Array): string {
+function formatIPv6(words: Uint32Array): string {
   const groups: number[] = [];
   for (const word of words) groups.push(word >>> 16, word & 0xffff);
   let bestStart = -1;
@@ -59,7 +57,11 @@ export function formatIPv6(words: Uint32Array): string {
     }
     i = j;
   }
-  const hex = (from: number, to: number) => groups.slice(from, to).map((g) => g.toString(16)).join(':');
+  const hex = (from: number, to: number) =>
+    groups
+      .slice(from, to)
+      .map((g) => g.toString(16))
+      .join(':');
   if (bestStart === -1) return hex(0, 8);
   return `${hex(0, bestStart)}::${hex(bestStart + bestLength, 8)}`;
 }
@@ -174,14 +176,14 @@ const ipv6Rules = IPV6_RULES.map(([first, length, kind]) => {
 function inPrefix6(words: Uint32Array, network: Uint32Array, length: number): boolean {
   for (let k = 0; k < 4 && length > 0; k++, length -= 32) {
     const mask = length >= 32 ? 0xffffffff : (0xffffffff << (32 - length)) >>> 0;
-    if (((words[k]! & mask) >>> 0) !== network[k]) return false;
+    if ((words[k]! & mask) >>> 0 !== network[k]) return false;
   }
   return true;
 }
 
 export function classify(address: ParsedAddress): AddressKind {
   if (address.version === 4) {
-    for (const rule of ipv4Rules) if (((address.value & rule.mask) >>> 0) === rule.network) return rule.kind;
+    for (const rule of ipv4Rules) if ((address.value & rule.mask) >>> 0 === rule.network) return rule.kind;
     return 'public';
   }
   for (const rule of ipv6Rules) if (inPrefix6(address.words, rule.network, rule.length)) return rule.kind;
@@ -221,7 +223,7 @@ export function addressMatcher(entries: readonly string[]): (address: ParsedAddr
       if (network.version === 4) {
         if (address.version !== 4) return false;
         const mask = length === 0 ? 0 : (0xffffffff << (32 - length)) >>> 0;
-        return ((network.value & mask) >>> 0) === ((address.value & mask) >>> 0);
+        return (network.value & mask) >>> 0 === (address.value & mask) >>> 0;
       }
       return sharePrefix(network, address, length);
     });

@@ -44,7 +44,12 @@ export const GEO_DATA_CREDITS = [
   { name: 'RouteViews', url: 'https://www.routeviews.org/', licence: 'CC BY 4.0', covers: 'address to AS number' },
   { name: 'DB-IP', url: 'https://db-ip.com', licence: 'CC BY 4.0', covers: 'AS numbers and organisation names' },
   { name: 'NRO (the five Regional Internet Registries)', url: 'https://www.nro.net/', licence: 'CC BY 4.0', covers: 'address to AS number and country' },
-  { name: 'ip-location-db', url: 'https://github.com/sapics/ip-location-db', licence: 'CC0 1.0 (country file), CC BY 4.0 (ASN files)', covers: 'the merged files' },
+  {
+    name: 'ip-location-db',
+    url: 'https://github.com/sapics/ip-location-db',
+    licence: 'CC0 1.0 (country file), CC BY 4.0 (ASN files)',
+    covers: 'the merged files',
+  },
 ] as const;
 
 const require = createRequire(import.meta.url);
@@ -166,10 +171,7 @@ function notAnAddress(given: string): Place {
  * shows the proxy's own address came through it without saying from where.
  */
 export async function loadGeo(options: { cityDatabase?: string | undefined; trustedProxies?: readonly string[] | undefined }): Promise<Geo> {
-  const [data, city] = await Promise.all([
-    loadShippedData(),
-    options.cityDatabase === undefined ? null : openCityDatabase(options.cityDatabase),
-  ]);
+  const [data, city] = await Promise.all([loadShippedData(), options.cityDatabase === undefined ? null : openCityDatabase(options.cityDatabase)]);
   return locator(data, city, options.trustedProxies ?? []);
 }
 

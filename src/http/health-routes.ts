@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import type { Deps } from '../deps.js';
 import { migrationsAreCurrent } from '../db/migrate.js';
 import { describeUnavailable, isDatabaseUnavailable } from '../db/unavailable.js';
-import { CounterStoreUnavailableError } from '../rate-limits/store.js';
+import { RedisUnavailableError } from '../db/redis.js';
 import type { ForwardingWatch } from './plugins/untrusted-forwarding.js';
 
 export function healthRoutes(app: FastifyInstance, deps: Deps, forwarding?: ForwardingWatch): void {
@@ -21,7 +21,7 @@ export function healthRoutes(app: FastifyInstance, deps: Deps, forwarding?: Forw
       const untrustedForwarding = forwarding?.detail() ?? null;
       return reply.send(untrustedForwarding ? { status: 'ready', detail: { untrusted_forwarding: untrustedForwarding } } : { status: 'ready' });
     } catch (error) {
-      if (error instanceof CounterStoreUnavailableError) {
+      if (error instanceof RedisUnavailableError) {
         request.log.warn({ reason: error.message }, 'readiness check failed');
         return reply.code(503).send({ status: 'unavailable', reason: 'redis unreachable' });
       }

@@ -25,6 +25,9 @@ export function metricsRoutes(app: FastifyInstance, deps: Deps): void {
     if (!presented || !safeEqual(presented, token)) {
       return reply.code(401).header('WWW-Authenticate', 'Bearer realm="metrics"').send({ error: 'unauthorized' });
     }
-    return reply.header('Content-Type', metrics.registry.contentType).header('Cache-Control', 'no-store').send(await metrics.registry.metrics());
+    return reply
+      .header('Content-Type', metrics.registry.contentType)
+      .header('Cache-Control', 'no-store')
+      .send(await metrics.registry.metrics());
   });
 }

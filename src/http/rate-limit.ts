@@ -3,7 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Deps } from '../deps.js';
 import { addressKey, addressPrefixes } from '../lib/client-address.js';
 import { tooManyRequests } from '../oauth/errors.js';
-import type { FailureLimitName, RequestLimitName, Reservation, SharedLimitName, Verdict } from '../rate-limits/limiter.js';
+import type { RequestLimitName, SharedLimitName, Verdict } from '../rate-limits/limiter.js';
 
 /** Who per-address limits count: the client's address, IPv6 grouped by its configured prefix. */
 export function limitedAddress(deps: Deps, request: FastifyRequest): string {
@@ -35,11 +35,6 @@ function refuseIfLimited(verdict: Verdict | Promise<Verdict>): void | Promise<vo
   if (verdict.limited) {
     throw tooManyRequests(`too many requests; retry after ${verdict.retryAfterSeconds} seconds`, verdict.retryAfterSeconds);
   }
-}
-
-/** Counts an attempt against failure limits before it is evaluated (see Reservation). */
-export function reserveAttempt(deps: Deps, limits: ReadonlyArray<readonly [FailureLimitName, string]>): Promise<Reservation> {
-  return deps.rateLimiter.reserve(limits, deps.clock.now());
 }
 
 /** How long to wait, in the reader's language: seconds below a minute and a half, else minutes. */

@@ -24,7 +24,7 @@ export class Markup {
 }
 export type MarkupValues = Readonly<Record<string, string | number | Markup>>;
 
-export const DEFAULT_LANGUAGE = 'en';
+const DEFAULT_LANGUAGE = 'en';
 export const localesFolder = path.join(projectRoot, 'locales');
 
 const catalogueFile = z.object({
@@ -43,9 +43,7 @@ export const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (char) => E
 
 const toMarkup = (part: unknown): string => (part instanceof Markup ? part.markup : escapeHtml(String(part)));
 
-const htmlTags = Object.fromEntries(
-  RICH_TAGS.map((tag) => [tag, (chunks: unknown[]) => new Markup(`<${tag}>${chunks.map(toMarkup).join('')}</${tag}>`)]),
-);
+const htmlTags = Object.fromEntries(RICH_TAGS.map((tag) => [tag, (chunks: unknown[]) => new Markup(`<${tag}>${chunks.map(toMarkup).join('')}</${tag}>`)]));
 const textTags = Object.fromEntries(RICH_TAGS.map((tag) => [tag, (chunks: unknown[]) => chunks.map(String).join('')]));
 
 /** What the loader keeps of a message: the compiled form, and which arguments choose a branch. */
@@ -165,7 +163,7 @@ function buildTranslator(language: string, locale: string, formats: Map<string, 
     ago: (date, now) => {
       const seconds = Math.max(0, (now.getTime() - date.getTime()) / 1000);
       if (seconds < 60) return t('time.minutes_ago', { minutes: 0 });
-      const [unit, size] = AGO_UNITS.find(([, size, below]) => seconds < below) ?? AGO_UNITS[AGO_UNITS.length - 1]!;
+      const [unit, size] = AGO_UNITS.find(([, , below]) => seconds < below) ?? AGO_UNITS[AGO_UNITS.length - 1]!;
       return relative.format(-Math.floor(seconds / size), unit);
     },
     country: (code) => regions.of(code) ?? code,

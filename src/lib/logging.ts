@@ -6,7 +6,7 @@ import type { LoggerOptions } from 'pino';
  * request serializer (a verification link carries the user code). These catch the headers and
  * any object that a log call might carry by accident.
  */
-export const redactedPaths = [
+const redactedPaths = [
   'req.headers.authorization',
   'req.headers.cookie',
   'res.headers["set-cookie"]',
@@ -29,7 +29,7 @@ interface LoggedRequest {
 }
 
 /** A path is logged on every request: an attacker's long one must not make every line huge. */
-export const MAX_LOGGED_PATH_LENGTH = 256;
+const MAX_LOGGED_PATH_LENGTH = 256;
 
 export function loggerOptions(level: string): LoggerOptions {
   return {

@@ -35,6 +35,18 @@ export function createMetrics(poolStats: () => PoolStats | null = () => null) {
       labelNames: ['grant_type', 'outcome'] as const,
       registers: [registry],
     }),
+    revocationRequests: new Counter({
+      name: 'device_auth_revocation_requests_total',
+      help: 'Revocation requests that reached the work (past the limits, the form and the app) by outcome: answered (200, whatever the token was), or the OAuth error code',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
+    introspectionRequests: new Counter({
+      name: 'device_auth_introspection_requests_total',
+      help: 'Introspection requests that reached the work (past the limits, the form and the resource server) by outcome: active, inactive, or the OAuth error code',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
     authorizationResponses: new Counter({
       name: 'device_auth_authorization_responses_total',
       help: 'Answers of the authorization endpoint sent back to web apps: code, or the error code (login_required, access_denied, ...)',
@@ -59,13 +71,32 @@ export function createMetrics(poolStats: () => PoolStats | null = () => null) {
       labelNames: ['outcome'] as const,
       registers: [registry],
     }),
+    devicePolicyRefusals: new Counter({
+      name: 'device_auth_device_policy_refusals_total',
+      help: 'Device requests, polls and approvals an operator rule refused (enforce) or would have refused (report-only), by rule and level (global or app)',
+      labelNames: ['rule', 'level', 'outcome'] as const,
+      registers: [registry],
+    }),
     grantRevocations: new Counter({
-      name: 'device_auth_chain_revocations_total',
-      help: 'Grants revoked, by reason (reuse_detected counts refresh token reuse detections)',
+      name: 'device_auth_grant_revocations_total',
+      help: 'Grants revoked, by reason (reuse_detected counts refresh token reuse detections, user_banned the grants a ban ended)',
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
   };
+
+  // The counter's name before "chain" became "grant" (issue 30 §3), kept for one release so that
+  // dashboards and alerts can move: the same counts, read from the new counter at each scrape.
+  new Counter({
+    name: 'device_auth_chain_revocations_total',
+    help: 'Deprecated, removed in the next release: the same counts as device_auth_grant_revocations_total',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const { labels, value } of (await metrics.grantRevocations.get()).values) this.inc(labels, value);
+    },
+  });
 
   new Gauge({
     name: 'device_auth_db_pool_connections',

@@ -82,7 +82,7 @@ function parseV6(address: string): number[] {
 }
 
 export interface AddressRule {
-  /** Tests only (ICON_FETCH_ALLOW_LOOPBACK): a server on this machine stands for the Internet. */
+  /** Tests only (ICON_FETCH_ALLOW_LOOPBACK, EVENTS_ALLOW_LOOPBACK): a server on this machine stands for the Internet. */
   allowLoopback: boolean;
 }
 
@@ -101,4 +101,13 @@ export function isPublicAddress(address: string, rule: AddressRule): boolean {
   // A zone id names an interface: only link-local addresses have one.
   if (address.includes('%')) return false;
   return inPrefix(bytes, GLOBAL_UNICAST_V6) && !NOT_PUBLIC_IN_GLOBAL_V6.some((prefix) => inPrefix(bytes, prefix));
+}
+
+/** True for 127.0.0.0/8, ::1 and an IPv4-mapped loopback address. */
+export function isLoopbackAddress(address: string): boolean {
+  if (isIPv4(address)) return inPrefix(parseV4(address), LOOPBACK_V4);
+  if (!isIPv6(address)) return false;
+  const bytes = parseV6(address);
+  if (inPrefix(bytes, IPV4_MAPPED)) return inPrefix(bytes.slice(12), LOOPBACK_V4);
+  return !address.includes('%') && bytes.every((byte, i) => byte === LOOPBACK_V6[i]);
 }

@@ -1,6 +1,7 @@
 import { createHash, createHmac } from 'node:crypto';
-import { calculateJwkThumbprint, compactVerify, decodeProtectedHeader, importJWK, type CryptoKey, type JWK } from 'jose';
+import { calculateJwkThumbprint, compactVerify, decodeProtectedHeader, importJWK, type JWK } from 'jose';
 import type { Deps } from '../deps.js';
+import type { CheckedHeader } from './dpop-headers.js';
 import { OAuthError } from './errors.js';
 
 /**
@@ -32,12 +33,12 @@ const KEY_SHAPES: Readonly<Record<string, { kty: string; crv?: string }>> = {
 };
 /** RSA: the standard public exponent only, base64url of 65537. */
 const RSA_EXPONENT = 'AQAB';
-export const RSA_MODULUS_BITS = { min: 2048, max: 4096 } as const;
+const RSA_MODULUS_BITS = { min: 2048, max: 4096 } as const;
 
 /** A 4096-bit RSA key with its proof is about 1.5 KB; nothing legitimate comes near this. */
-export const MAX_PROOF_LENGTH = 4096;
+const MAX_PROOF_LENGTH = 4096;
 /** RFC 9449 §4.2 asks for at least 96 random bits; clients send 22 to 43 characters. */
-export const MAX_JTI_LENGTH = 256;
+const MAX_JTI_LENGTH = 256;
 /** A base64url SHA-256 thumbprint (RFC 7638): what dpop_jkt must look like. */
 export const JKT_SYNTAX = /^[A-Za-z0-9_-]{43}$/;
 
@@ -64,10 +65,11 @@ export interface VerifiedProof {
   jkt: string;
 }
 
-type ProofDeps = Pick<Deps, 'config' | 'clock' | 'secrets' | 'usedProofs' | 'proofHeaders'>;
+/** What checking and spending a proof reads of the dependencies. */
+export type ProofDeps = Pick<Deps, 'config' | 'clock' | 'secrets' | 'usedProofs' | 'proofHeaders'>;
 
 /** The algs a WWW-Authenticate: DPoP challenge lists (RFC 9449 §7.1). */
-export const DPOP_CHALLENGE_ALGS = `algs="${DPOP_SIGNING_ALGS.join(' ')}"`;
+const DPOP_CHALLENGE_ALGS = `algs="${DPOP_SIGNING_ALGS.join(' ')}"`;
 
 /** A 401 challenge for the DPoP scheme at a resource; `error` and description are ours, never the request's. */
 export function dpopChallenge(error: string | null, description?: string): string {
@@ -101,7 +103,7 @@ const nonceOfSlot = (key: Buffer, slot: number) => createHmac('sha256', key).upd
  * RFC 9449 §8: a server nonce with no state: the HMAC of the current time slot under a key every
  * instance shares, so any instance accepts any other's, for one to two periods.
  */
-export function currentDpopNonce(deps: ProofDeps): string {
+function currentDpopNonce(deps: ProofDeps): string {
   return nonceOfSlot(deps.secrets.dpopNonceKey, slotOf(deps, deps.clock.now()));
 }
 
@@ -109,35 +111,6 @@ function isLiveNonce(deps: ProofDeps, nonce: unknown): boolean {
   if (typeof nonce !== 'string' || nonce.length !== 43) return false;
   const slot = slotOf(deps, deps.clock.now());
   return nonce === nonceOfSlot(deps.secrets.dpopNonceKey, slot) || nonce === nonceOfSlot(deps.secrets.dpopNonceKey, slot - 1);
-}
-
-/** A protected header that passed every check, with its imported key and the key's thumbprint. */
-interface CheckedHeader {
-  alg: string;
-  key: CryptoKey | Uint8Array;
-  jkt: string;
-}
-
-/**
- * Checked headers by their exact base64url text, one per process (in Deps). A device signs every
- * proof with one key, so its proofs share one header; importing the key and hashing its
- * thumbprint were two thirds of a proof's cost in jose (about 230 of 350 µs). Only public keys
- * that passed every check are kept, and a different byte is a different entry; bounded, oldest
- * first out.
- */
-export class CheckedProofHeaders {
-  readonly #headers = new Map<string, CheckedHeader>();
-
-  constructor(private readonly capacity = 10_000) {}
-
-  get(text: string): CheckedHeader | undefined {
-    return this.#headers.get(text);
-  }
-
-  remember(text: string, checked: CheckedHeader): void {
-    if (this.#headers.size >= this.capacity) this.#headers.delete(this.#headers.keys().next().value as string);
-    this.#headers.set(text, checked);
-  }
 }
 
 /** The modulus's length in bits from its base64url text, without decoding more than its first byte. */
@@ -202,7 +175,7 @@ function targetOf(url: string): string | null {
 }
 
 /** base64url(SHA-256(token)): the ath claim (RFC 9449 §4.2). */
-export function accessTokenHash(token: string): string {
+function accessTokenHash(token: string): string {
   return createHash('sha256').update(token, 'ascii').digest('base64url');
 }
 
@@ -303,7 +276,8 @@ export async function spendDpopProof(deps: ProofDeps, proof: CheckedProof, place
   return { jkt: proof.jkt };
 }
 
-const NOTHING_TO_SPEND = async (): Promise<void> => {};
+/** The spending of no proof: a request without a DPoP header. */
+export const NOTHING_TO_SPEND = async (): Promise<void> => {};
 
 /**
  * The spending of a checked proof, deferred until the request found what needed it (issue 28 §2):
@@ -317,12 +291,6 @@ export function deferredSpend(deps: ProofDeps, proof: CheckedProof | null, place
     spent ??= spendDpopProof(deps, proof, place);
     await spent;
   };
-}
-
-/** Checks a proof and records it as used at once: where the proof is needed by the request itself (the device authorization endpoint). */
-export async function verifyDpopProof(deps: ProofDeps, request: ProofRequest, place: ProofPlace): Promise<VerifiedProof | null> {
-  const checked = await checkDpopProof(deps, request, place);
-  return checked && spendDpopProof(deps, checked, place);
 }
 
 /** RFC 9449 §8.2: with nonces on, every answer carries the current one, so a client never needs a refusal to learn it. */

@@ -1,13 +1,18 @@
 import { compactVerify, createLocalJWKSet, SignJWT } from 'jose';
 import type { Deps } from '../deps.js';
 import { epochSeconds } from '../lib/clock.js';
-import { ID_TOKEN_ALG } from './keys.js';
+import { ID_TOKEN_ALG } from '../keys/signing-keys.js';
 
 export interface IdTokenSubject {
   userId: string;
   email: string;
   name: string | null;
   authTime: Date;
+  /**
+   * The grant the token is issued for, as `sid` (OpenID Connect Back-Channel Logout 1.0 §2.1): the
+   * session a Shared Signals session-revoked names when the grant ends (issue 32 §3).
+   */
+  grantId: string;
 }
 
 /** OpenID Connect Core §2: RS256, kid in the header, claims by granted scope. */
@@ -21,7 +26,7 @@ export async function signIdToken(
   const now = deps.clock.now();
   // In memory: the ring decides from the keys' times and the clock, no database read per token.
   const key = deps.keys.signingKey(now);
-  const claims: Record<string, unknown> = { auth_time: epochSeconds(subject.authTime) };
+  const claims: Record<string, unknown> = { auth_time: epochSeconds(subject.authTime), sid: subject.grantId };
   // OIDC Core §3.1.3.6: the authorization request's nonce, unchanged, so the app can tie the token to its request.
   if (nonce !== null) claims.nonce = nonce;
   if (scopes.includes('email')) Object.assign(claims, { email: subject.email, email_verified: false });
@@ -40,7 +45,7 @@ export async function signIdToken(
  * Far more than an ID token of ours needs (under 1.5 KiB with every claim); a longer hint is
  * refused before any parsing, so a huge one costs nothing.
  */
-export const MAX_ID_TOKEN_HINT_LENGTH = 4096;
+const MAX_ID_TOKEN_HINT_LENGTH = 4096;
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 /** Who an ID token we issued names, and for which app. */

@@ -2,13 +2,18 @@ import type { Transaction } from 'kysely';
 import type { DB } from '../db/schema.js';
 import type { Deps } from '../deps.js';
 import { addSeconds } from '../lib/clock.js';
-import { insertAccessToken, insertGrant, insertGrantEvent, insertRefreshToken } from '../repositories/grants.js';
-import { retryRotation, rotateRefreshToken, type RotationOutcome } from '../repositories/refresh-tokens.js';
-import type { Client } from './client-auth.js';
+import { recordEvents } from '../events/event-log.js';
+import { insertAccessToken, insertGrant, insertRefreshToken } from '../repositories/grants.js';
+import { insertAppAccessToken } from '../repositories/app-access-tokens.js';
+import { refreshRotation, retryRotation, type RotationOutcome } from '../repositories/refresh-tokens.js';
+import { rotationRules } from './grant-types/refresh-token.rules.js';
+import { DISABLED_APP, type Client } from './client-auth.js';
+import { invalidClient } from './errors.js';
+import type { GrantOrigin } from './grant-origin.js';
 import { signIdToken } from './id-token.js';
 import { REFRESH_TOKEN_GRANT } from './metadata.js';
 import { toTokenResponse, type TokenResponse } from './token-response.js';
-import { deriveOpaque, hashOpaque, mintOpaque, TOKEN_PREFIX, type MintedSecret } from './tokens.js';
+import { deriveOpaque, hashOpaque, mintOpaque, TOKEN_PREFIX, type MintedSecret } from './opaque-tokens.js';
 
 /**
  * The one place tokens are made. A grant type decides whether tokens are issued and for what
@@ -22,17 +27,14 @@ export function receivesRefreshTokens(client: Pick<Client, 'grantTypes'>): boole
   return client.grantTypes.includes(REFRESH_TOKEN_GRANT);
 }
 
-/** What the device said of itself and where it was, for a grant made by the device flow. */
+/** What the device said of itself, for a grant made by the device flow (where it was is in the origin). */
 export interface DeviceDetails {
   platformName: string | null;
   platformDescription: string | null;
   platformIcon: string | null;
   platformIconSha256: Uint8Array | null;
-  /** Where the device asked for its code. */
-  signedInIp: string | null;
-  /** Where the approver was, and where the tokens were collected from with what its check came to (proximity.ts). */
-  approverIp: string | null;
-  redeemer: { ip: string; action: 'allow' | 'warn'; signals: string[] };
+  /** What the redeeming poll's check came to (proximity.ts assessRedeemer); its place is the origin's redeemer. */
+  redeemer: { action: 'allow' | 'warn'; signals: string[] };
 }
 
 /** A grant type's decision: tokens for this user and app, with these scopes. */
@@ -46,11 +48,39 @@ export interface GrantDecision {
   nonce: string | null;
   withRefreshToken: boolean;
   device: DeviceDetails | null;
+  /** Where the grant came from, kept on it for life (issue 31 §1). */
+  origin: GrantOrigin;
   /** Recorded with the grant's "issued" event. */
   issuedBy: { reason: 'device_code' | 'authorization_code'; ip: string; details: string | null };
   /** RFC 9449: the key the grant and its tokens are bound to, for life; null for Bearer tokens. */
   dpopJkt: string | null;
   now: Date;
+}
+
+/** The origin as the grants table stores it: one statement with the grant, no round trip of its own. */
+function originColumns(origin: GrantOrigin) {
+  const { requester, approver, redeemer } = origin;
+  return {
+    approved_at: origin.approvedAt,
+    signed_in_ip: requester?.address ?? null,
+    requester_asn: requester?.asn ?? null,
+    requester_network: requester?.network ?? null,
+    requester_country: requester?.country ?? null,
+    requester_hosting: requester?.hosting ?? null,
+    approver_ip: approver?.address ?? null,
+    approver_asn: approver?.asn ?? null,
+    approver_network: approver?.network ?? null,
+    approver_country: approver?.country ?? null,
+    approver_hosting: approver?.hosting ?? null,
+    redeemer_ip: redeemer?.address ?? null,
+    redeemer_asn: redeemer?.asn ?? null,
+    redeemer_network: redeemer?.network ?? null,
+    redeemer_country: redeemer?.country ?? null,
+    redeemer_hosting: redeemer?.hosting ?? null,
+    approval_signals: origin.approvalSignals,
+    decision: origin.decision,
+    decision_confirmed: origin.confirmed,
+  };
 }
 
 export interface IssuedGrant {
@@ -78,14 +108,11 @@ export async function issueNewGrant(trx: Transaction<DB>, deps: Deps, decision: 
     auth_time: decision.authTime,
     created_at: now,
     last_used_at: now,
-    // A web app's token request comes from the app's server, not from where the user was.
-    signed_in_ip: device?.signedInIp ?? null,
-    ...(device && {
-      approver_ip: device.approverIp,
-      redeemer_ip: device.redeemer.ip,
-      redeemer_action: device.redeemer.action,
-      redeemer_signals: device.redeemer.signals,
-    }),
+    // Device flow: where the device asked; code flow: where the user signed in, never the web
+    // app's server, whose address the token request (last_used_ip) carries.
+    ...originColumns(decision.origin),
+    grant_type: decision.issuedBy.reason,
+    ...(device && { redeemer_action: device.redeemer.action, redeemer_signals: device.redeemer.signals }),
     last_used_ip: decision.issuedBy.ip,
     // A grant without refresh tokens ends with its access token.
     expires_at: addSeconds(now, refresh ? deps.config.refreshTokenTtl : deps.config.accessTokenTtl),
@@ -105,18 +132,26 @@ export async function issueNewGrant(trx: Transaction<DB>, deps: Deps, decision: 
   if (refresh) {
     await insertRefreshToken(trx, { token_hash: refresh.hash, grant_id: grantId, created_at: now, expires_at: addSeconds(now, deps.config.refreshTokenTtl) });
   }
-  await insertGrantEvent(trx, {
-    grant_id: grantId,
-    user_id: user.userId,
-    client_id: client.clientId,
-    event: 'issued',
-    reason: decision.issuedBy.reason,
-    client_ip: decision.issuedBy.ip,
-    created_at: now,
-    details: decision.issuedBy.details,
-  });
+  await recordEvents(trx, [
+    {
+      grant_id: grantId,
+      user_id: user.userId,
+      client_id: client.clientId,
+      type: 'grant.issued',
+      reason: decision.issuedBy.reason,
+      client_ip: decision.issuedBy.ip,
+      created_at: now,
+      data: decision.issuedBy.details,
+    },
+  ]);
   const idToken = scopes.includes('openid')
-    ? await signIdToken(deps, client.clientId, { userId: user.userId, email: user.email, name: user.name, authTime: decision.authTime }, scopes, decision.nonce)
+    ? await signIdToken(
+        deps,
+        client.clientId,
+        { userId: user.userId, email: user.email, name: user.name, authTime: decision.authTime, grantId },
+        scopes,
+        decision.nonce,
+      )
     : null;
   return {
     grantId,
@@ -130,6 +165,9 @@ export async function issueNewGrant(trx: Transaction<DB>, deps: Deps, decision: 
     }),
   };
 }
+
+/** The rotation's one statement, under the refresh grant's rules (compiled on first use). */
+const rotateRefreshToken = refreshRotation(rotationRules);
 
 export type Rotation =
   | { kind: 'rotated'; response: TokenResponse; outcome: RotationOutcome }
@@ -236,5 +274,29 @@ export async function retryGrantTokens(
 /** OIDC Core §12.2: a refresh's ID token names the same user and auth_time as the grant's first. */
 async function refreshedIdToken(deps: Deps, client: Client, grant: RotationOutcome, scopes: string[]): Promise<string | null> {
   if (!scopes.includes('openid')) return null;
-  return signIdToken(deps, client.clientId, { userId: grant.user_id, email: grant.email, name: grant.name, authTime: grant.auth_time }, scopes);
+  return signIdToken(
+    deps,
+    client.clientId,
+    { userId: grant.user_id, email: grant.email, name: grant.name, authTime: grant.auth_time, grantId: grant.grant_id },
+    scopes,
+  );
+}
+
+/**
+ * RFC 6749 §4.4.3: an access token the app holds for itself (the client_credentials grant), with
+ * no user, no grant and no refresh token. Bearer only; it lives ACCESS_TOKEN_TTL. Its one
+ * statement refuses a disabled app, which the token endpoint's cached lookup does not.
+ */
+export async function issueAppAccessToken(deps: Pick<Deps, 'db' | 'clock' | 'config'>, client: Client, scopes: string[]): Promise<TokenResponse> {
+  const now = deps.clock.now();
+  const access = mintOpaque(TOKEN_PREFIX.accessToken);
+  const stored = await insertAppAccessToken(deps.db, {
+    tokenHash: access.hash,
+    clientId: client.clientId,
+    scopes,
+    createdAt: now,
+    expiresAt: addSeconds(now, deps.config.accessTokenTtl),
+  });
+  if (!stored) throw invalidClient(DISABLED_APP);
+  return toTokenResponse({ accessToken: access.value, expiresIn: deps.config.accessTokenTtl, refreshToken: null, scopes, idToken: null, dpopJkt: null });
 }

@@ -1,10 +1,12 @@
-import { SUPPORTED_SCOPES } from './scopes.js';
-import { ID_TOKEN_ALG } from './keys.js';
+import { REGISTRABLE_SCOPES } from './scopes.js';
+import { ID_TOKEN_ALG } from '../keys/signing-keys.js';
 import { DPOP_SIGNING_ALGS } from './dpop.js';
 
 export const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 export const REFRESH_TOKEN_GRANT = 'refresh_token';
 export const AUTHORIZATION_CODE_GRANT = 'authorization_code';
+/** RFC 6749 §4.4: an app acting for itself (issue 32 §3: a Shared Signals receiver managing its streams). */
+export const CLIENT_CREDENTIALS_GRANT = 'client_credentials';
 
 /** OpenID Connect RP-Initiated Logout 1.0: a page a browser is sent to, so outside /oauth/ (whose errors are JSON). */
 export const END_SESSION_PATH = '/logout';
@@ -41,14 +43,14 @@ export function serverMetadata(issuer: string) {
     // OpenID Connect RP-Initiated Logout 1.0 §2.1
     end_session_endpoint: e.end_session_endpoint,
     jwks_uri: e.jwks_uri,
-    grant_types_supported: [AUTHORIZATION_CODE_GRANT, DEVICE_CODE_GRANT, REFRESH_TOKEN_GRANT],
+    grant_types_supported: [AUTHORIZATION_CODE_GRANT, DEVICE_CODE_GRANT, REFRESH_TOKEN_GRANT, CLIENT_CREDENTIALS_GRANT],
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
     code_challenge_methods_supported: ['S256'],
     // RFC 9207: every authorization response names its issuer, against mix-up attacks.
     authorization_response_iss_parameter_supported: true,
     prompt_values_supported: ['none', 'login', 'consent', 'select_account'],
-    scopes_supported: [...SUPPORTED_SCOPES],
+    scopes_supported: [...REGISTRABLE_SCOPES],
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
     revocation_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
     introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
@@ -56,7 +58,7 @@ export function serverMetadata(issuer: string) {
     id_token_signing_alg_values_supported: [ID_TOKEN_ALG],
     // RFC 9449 §5.1
     dpop_signing_alg_values_supported: [...DPOP_SIGNING_ALGS],
-    claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'name', 'email', 'email_verified'],
+    claims_supported: ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'sid', 'name', 'email', 'email_verified'],
     claims_parameter_supported: false,
     request_parameter_supported: false,
     request_uri_parameter_supported: false,

@@ -1,7 +1,29 @@
 import { invalidScope } from './errors.js';
 
-/** Scopes this server knows; a client may be allowed a subset. */
+/** Scopes a user grants an app (the device and code flows); a client may be allowed a subset. */
 export const SUPPORTED_SCOPES = ['openid', 'profile', 'email', 'offline_access'] as const;
+
+/**
+ * Scopes an app holds for itself, with no user (the client_credentials grant): managing its Shared
+ * Signals streams, and reading them (the CAEP interoperability profile's names). Never part of a
+ * user's grant: the user flows leave them out of what an app is allowed (userScopes).
+ */
+const APP_SCOPES = ['ssf.manage', 'ssf.read'] as const;
+
+/** Every scope an app can be registered for. */
+export const REGISTRABLE_SCOPES = [...SUPPORTED_SCOPES, ...APP_SCOPES] as const;
+
+const APP_SCOPE_SET: ReadonlySet<string> = new Set(APP_SCOPES);
+
+/** What a user may grant of what an app is allowed. */
+export function userScopes(allowed: readonly string[]): string[] {
+  return allowed.filter((scope) => !APP_SCOPE_SET.has(scope));
+}
+
+/** What an app may hold for itself of what it is allowed. */
+export function appScopes(allowed: readonly string[]): string[] {
+  return allowed.filter((scope) => APP_SCOPE_SET.has(scope));
+}
 
 /** RFC 6749 §3.3: space-delimited, case-sensitive; duplicates collapse. */
 export function parseScope(scope: string | undefined): string[] | undefined {

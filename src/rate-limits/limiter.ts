@@ -13,7 +13,9 @@ export type RequestLimitName =
   | 'tokenPerClient'
   | 'tokenPerIp'
   | 'userinfoPerIp'
+  | 'introspectPerClient'
   | 'introspectPerIp'
+  | 'revokePerClient'
   | 'revokePerIp';
 
 /** Limits that count failures, reserved before the attempt is evaluated (`reserve`). */
@@ -23,7 +25,7 @@ export type FailureLimitName = 'userCodePerUser' | 'userCodePerIp' | 'signInPerA
  * Request limits that many clients share (an app's budget): past them, each network keeps a share
  * (`consumeShared`), so that the heaviest senders are the ones refused.
  */
-export type SharedLimitName = 'deviceCodePerClient' | 'tokenPerClient';
+export type SharedLimitName = 'deviceCodePerClient' | 'tokenPerClient' | 'introspectPerClient' | 'revokePerClient';
 
 export type LimitName = RequestLimitName | FailureLimitName;
 
@@ -40,10 +42,10 @@ const ALLOWED: Verdict = { limited: false };
  * flush interval. Smaller limits (device codes per address) are counted exactly in the store.
  */
 export const BUFFERED_FROM = 1000;
-export const FLUSH_INTERVAL_MS = 250;
+const FLUSH_INTERVAL_MS = 250;
 const MAX_DEFERRED_REFUNDS = 10_000;
 /** The share of a spent shared budget that each network keeps, unless configured. */
-export const DEFAULT_NETWORK_SHARE = 0.001;
+const DEFAULT_NETWORK_SHARE = 0.001;
 /** Networks counted per shared limit in one window; past it an uncounted network counts as light. */
 const MAX_NETWORKS_COUNTED = 100_000;
 
@@ -112,9 +114,7 @@ export class Reservation {
     if (this.#refunded) return;
     this.#refunded = true;
     await Promise.all(
-      this.reserved
-        .filter((r) => !keep.includes(r.name))
-        .map((r) => this.store.refund(r.key, r.windowStart, r.windowSeconds).catch(() => this.deferRefund(r))),
+      this.reserved.filter((r) => !keep.includes(r.name)).map((r) => this.store.refund(r.key, r.windowStart, r.windowSeconds).catch(() => this.deferRefund(r))),
     );
   }
 }
@@ -231,7 +231,15 @@ export class RateLimiter {
         const key = `${name}:${subject}`;
         return [
           this.store.hit(key, window.start, limit.windowSeconds).then(
-            (hits): ReservedHit => ({ name, key, windowStart: window.start, windowSeconds: limit.windowSeconds, hits, max: limit.max, retryAfterSeconds: window.retryAfterSeconds }),
+            (hits): ReservedHit => ({
+              name,
+              key,
+              windowStart: window.start,
+              windowSeconds: limit.windowSeconds,
+              hits,
+              max: limit.max,
+              retryAfterSeconds: window.retryAfterSeconds,
+            }),
           ),
         ];
       }),
@@ -272,7 +280,9 @@ export class RateLimiter {
         for (const local of counted) local.known = totals.get(local.key) ?? local.known;
       } catch {
         // The store is away: keep the hits for the next flush rather than lose them.
-        counted.forEach((local, i) => (local.unflushed += batch[i]!.hits));
+        counted.forEach((local, i) => {
+          local.unflushed += batch[i]!.hits;
+        });
       }
       await this.#retryDeferredRefunds();
       try {

@@ -32,8 +32,9 @@ const liveToken = (p: { tokenHash: Uint8Array; now: Date }) => sql<LiveToken>`
   WHERE a.token_hash = ${p.tokenHash} AND a.expires_at > ${p.now} AND c.disabled_at IS NULL`;
 
 /** A live token with the claims userinfo answers from its user. */
-const liveTokenWithUserStatement = compiledOnce((p: { tokenHash: Uint8Array; now: Date }) =>
-  sql<LiveToken & { email: string; name: string | null }>`
+const liveTokenWithUserStatement = compiledOnce(
+  (p: { tokenHash: Uint8Array; now: Date }) =>
+    sql<LiveToken & { email: string; name: string | null }>`
     SELECT t.*, u.email, u.name
     FROM (${liveToken(p)}) t
     JOIN users u ON u.user_id = t.user_id`,
@@ -45,8 +46,9 @@ export async function findLiveAccessTokenWithUser(db: Database, tokenHash: Uint8
 
 type LiveTokenForCaller = { caller_enabled: boolean } & { [K in keyof LiveToken]: LiveToken[K] | null };
 
-const liveTokenForCallerStatement = compiledOnce((p: { tokenHash: Uint8Array; now: Date; callerId: string }) =>
-  sql<LiveTokenForCaller>`
+const liveTokenForCallerStatement = compiledOnce(
+  (p: { tokenHash: Uint8Array; now: Date; callerId: string }) =>
+    sql<LiveTokenForCaller>`
     SELECT caller.disabled_at IS NULL AS caller_enabled, t.*
     FROM clients caller
     LEFT JOIN LATERAL (${liveToken(p)}) t ON true
@@ -68,8 +70,5 @@ export async function findLiveAccessTokenForCaller(db: Database, tokenHash: Uint
  */
 export async function deleteAccessTokensOfGrants(trx: Transaction<DB>, grantIds: string[]): Promise<void> {
   if (grantIds.length === 0) return;
-  await trx
-    .deleteFrom('access_tokens')
-    .where(sql<boolean>`grant_id = ANY(${grantIds}::uuid[])`)
-    .execute();
+  await trx.deleteFrom('access_tokens').where(sql<boolean>`grant_id = ANY(${grantIds}::uuid[])`).execute();
 }

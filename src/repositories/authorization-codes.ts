@@ -20,22 +20,30 @@ export async function redeemAuthorizationCode(trx: Transaction<DB>, codeHash: Ui
     .where('client_id', '=', clientId)
     .where('code_challenge', '=', codeChallenge)
     .where('redeemed_at', 'is', null)
-    .where(({ exists, selectFrom }) =>
-      exists(selectFrom('clients').select('client_id').where('client_id', '=', clientId).where('disabled_at', 'is', null)),
-    )
-    .returning(['user_id', 'redirect_uri', 'scopes', 'code_challenge', 'nonce', 'auth_time', 'expires_at', 'dpop_jkt'])
+    .where(({ exists, selectFrom }) => exists(selectFrom('clients').select('client_id').where('client_id', '=', clientId).where('disabled_at', 'is', null)))
+    .returning(['user_id', 'redirect_uri', 'scopes', 'code_challenge', 'nonce', 'auth_time', 'created_at', 'expires_at', 'dpop_jkt', 'signed_in_ip'])
     .executeTakeFirst();
+}
+
+/** The codes of this app with this PKCE challenge (one at most: the hash is the key). */
+function selectCodeOfApp(db: Database | Transaction<DB>, codeHash: Uint8Array, clientId: string, codeChallenge: string) {
+  return db.selectFrom('authorization_codes').where('code_hash', '=', codeHash).where('client_id', '=', clientId).where('code_challenge', '=', codeChallenge);
 }
 
 /** A code of this app and this PKCE challenge that was already redeemed, with the grant its redemption created (if any yet). */
 export async function findRedeemedAuthorizationCode(trx: Transaction<DB>, codeHash: Uint8Array, clientId: string, codeChallenge: string) {
-  return trx
-    .selectFrom('authorization_codes')
-    .select(['grant_id'])
-    .where('code_hash', '=', codeHash)
-    .where('client_id', '=', clientId)
-    .where('code_challenge', '=', codeChallenge)
-    .where('redeemed_at', 'is not', null)
+  return selectCodeOfApp(trx, codeHash, clientId, codeChallenge).select(['grant_id']).where('redeemed_at', 'is not', null).executeTakeFirst();
+}
+
+/**
+ * A code of this app (while enabled) and this PKCE challenge, redeemed or not, with the key it is
+ * bound to: read before a DPoP proof is recorded as used, so that a proof is spent only on a code
+ * its sender holds.
+ */
+export async function findAuthorizationCodeOfApp(db: Database, codeHash: Uint8Array, clientId: string, codeChallenge: string) {
+  return selectCodeOfApp(db, codeHash, clientId, codeChallenge)
+    .select(['dpop_jkt'])
+    .where(({ exists, selectFrom }) => exists(selectFrom('clients').select('client_id').where('client_id', '=', clientId).where('disabled_at', 'is', null)))
     .executeTakeFirst();
 }
 

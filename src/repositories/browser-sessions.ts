@@ -17,6 +17,8 @@ export async function findLiveBrowserSession(db: Database, sessionHash: Uint8Arr
     .executeTakeFirst();
 }
 
-export async function deleteBrowserSession(db: Database | Transaction<DB>, sessionHash: Uint8Array): Promise<void> {
-  await db.deleteFrom('browser_sessions').where('session_hash', '=', sessionHash).execute();
+/** The deleted session's user (null for a session of nobody), or undefined when there was no such row. */
+export async function deleteBrowserSession(db: Database | Transaction<DB>, sessionHash: Uint8Array): Promise<string | null | undefined> {
+  const row = await db.deleteFrom('browser_sessions').where('session_hash', '=', sessionHash).returning('user_id').executeTakeFirst();
+  return row?.user_id;
 }

@@ -1,8 +1,8 @@
-import type { Insertable } from 'kysely';
+import { sql, type Insertable, type Transaction } from 'kysely';
 import type { Database } from '../db/connect.js';
-import type { ClientsTable } from '../db/schema.js';
+import type { ClientsTable, DB } from '../db/schema.js';
 
-export async function insertClient(db: Database, client: Insertable<ClientsTable>): Promise<void> {
+export async function insertClient(db: Database | Transaction<DB>, client: Insertable<ClientsTable>): Promise<void> {
   await db.insertInto('clients').values(client).execute();
 }
 
@@ -10,10 +10,21 @@ export async function findClient(db: Database, clientId: string) {
   return db.selectFrom('clients').selectAll().where('client_id', '=', clientId).executeTakeFirst();
 }
 
-/** Returns whether a client was found. */
-export async function setClientDisabledAt(db: Database, clientId: string, disabledAt: Date | null): Promise<boolean> {
-  const result = await db.updateTable('clients').set({ disabled_at: disabledAt }).where('client_id', '=', clientId).executeTakeFirst();
-  return result.numUpdatedRows > 0n;
+/**
+ * Sets or clears disabled_at in one statement. Returns whether the client was disabled before
+ * (read under the row's lock), or undefined when there is no such client.
+ */
+export async function setClientDisabledAt(
+  db: Database | Transaction<DB>,
+  clientId: string,
+  disabledAt: Date | null,
+): Promise<{ was_disabled: boolean } | undefined> {
+  const result = await sql<{ was_disabled: boolean }>`
+    UPDATE clients c SET disabled_at = ${disabledAt}::timestamptz
+    FROM (SELECT client_id, disabled_at FROM clients WHERE client_id = ${clientId} FOR UPDATE) before
+    WHERE c.client_id = before.client_id
+    RETURNING before.disabled_at IS NOT NULL AS was_disabled`.execute(db);
+  return result.rows[0];
 }
 
 /** A page of clients in client_id order, after `after` (keyset paging: stable while clients are added). */
@@ -32,6 +43,7 @@ export async function listClients(db: Database, page: { after?: string | undefin
       'post_logout_redirect_uris',
       'require_dpop',
       'confirmation_phrase',
+      'ssf_all_users',
       'created_at',
       'disabled_at',
     ])
@@ -43,7 +55,7 @@ export async function listClients(db: Database, page: { after?: string | undefin
 
 /** The changed client's row, or undefined when there is no such client. */
 export async function updateClientFields(
-  db: Database,
+  db: Database | Transaction<DB>,
   clientId: string,
   fields: {
     name?: string;
@@ -54,6 +66,7 @@ export async function updateClientFields(
     post_logout_redirect_uris?: string[];
     require_dpop?: boolean;
     confirmation_phrase?: boolean;
+    ssf_all_users?: boolean;
   },
 ) {
   return db.updateTable('clients').set(fields).where('client_id', '=', clientId).returningAll().executeTakeFirst();
@@ -64,7 +77,7 @@ export async function updateClientFields(
  * hash is kept until `previousUntil`; without one (null), any earlier secret stops at once.
  * Undefined when no confidential client has that id.
  */
-export async function replaceClientSecret(db: Database, clientId: string, secretHash: Uint8Array, previousUntil: Date | null) {
+export async function replaceClientSecret(db: Database | Transaction<DB>, clientId: string, secretHash: Uint8Array, previousUntil: Date | null) {
   return db
     .updateTable('clients')
     .set((eb) => ({
@@ -78,8 +91,8 @@ export async function replaceClientSecret(db: Database, clientId: string, secret
     .executeTakeFirst();
 }
 
-/** Deletes the client; its grants, tokens, events and pending requests go with it (cascades). */
-export async function deleteClientRow(db: Database, clientId: string): Promise<boolean> {
+/** Deletes the client; its grants, tokens and pending requests go with it (cascades). Events stay: they have no key to it. */
+export async function deleteClientRow(db: Database | Transaction<DB>, clientId: string): Promise<boolean> {
   const result = await db.deleteFrom('clients').where('client_id', '=', clientId).executeTakeFirst();
   return result.numDeletedRows > 0n;
 }

@@ -1,6 +1,6 @@
 import { sql, type Insertable, type Transaction } from 'kysely';
 import type { Database } from '../db/connect.js';
-import type { AccessTokensTable, ClientKind, DB, GrantsTable, NewGrantEvent, RefreshTokensTable } from '../db/schema.js';
+import type { AccessTokensTable, ClientKind, DB, GrantsTable, RefreshTokensTable } from '../db/schema.js';
 
 export async function insertGrant(trx: Transaction<DB>, grant: Insertable<GrantsTable>): Promise<string> {
   const row = await trx.insertInto('grants').values(grant).returning('grant_id').executeTakeFirstOrThrow();
@@ -15,39 +15,32 @@ export async function insertAccessToken(db: Database | Transaction<DB>, token: I
   await db.insertInto('access_tokens').values(token).execute();
 }
 
-export async function insertGrantEvent(db: Database | Transaction<DB>, event: NewGrantEvent): Promise<void> {
-  await db.insertInto('grant_events').values(event).execute();
-}
-
 export interface RevokedGrant {
   grant_id: string;
   user_id: string;
   client_id: string;
 }
 
+/** One grant, a user's, an app's, or the grants of a list (one batch of a bulk revocation, bounded by its caller). */
+export interface RevocationFilter {
+  grantId?: string;
+  userId?: string;
+  clientId?: string;
+  grantIds?: readonly string[];
+}
+
 /** Revokes the live grants matching the filter, in one statement; returns those this call revoked. */
-export async function revokeLiveGrants(
-  db: Database | Transaction<DB>,
-  filter: { grantId?: string; userId?: string; clientId?: string },
-  reason: string,
-  now: Date,
-): Promise<RevokedGrant[]> {
-  if (filter.grantId === undefined && filter.userId === undefined && filter.clientId === undefined) {
+export async function revokeLiveGrants(db: Database | Transaction<DB>, filter: RevocationFilter, reason: string, now: Date): Promise<RevokedGrant[]> {
+  if (filter.grantId === undefined && filter.userId === undefined && filter.clientId === undefined && filter.grantIds === undefined) {
     throw new Error('revokeLiveGrants needs a filter');
   }
-  let query = db
-    .updateTable('grants')
-    .set({ revoked_at: now, revoked_reason: reason })
-    .where('revoked_at', 'is', null);
+  if (filter.grantIds?.length === 0) return [];
+  let query = db.updateTable('grants').set({ revoked_at: now, revoked_reason: reason }).where('revoked_at', 'is', null);
   if (filter.grantId !== undefined) query = query.where('grant_id', '=', filter.grantId);
   if (filter.userId !== undefined) query = query.where('user_id', '=', filter.userId);
   if (filter.clientId !== undefined) query = query.where('client_id', '=', filter.clientId);
+  if (filter.grantIds !== undefined) query = query.where('grant_id', 'in', [...filter.grantIds]);
   return query.returning(['grant_id', 'user_id', 'client_id']).execute();
-}
-
-export async function insertGrantEvents(db: Database | Transaction<DB>, events: NewGrantEvent[]): Promise<void> {
-  if (events.length === 0) return;
-  await db.insertInto('grant_events').values(events).execute();
 }
 
 /** The user's live grants (not revoked, not expired) joined with their apps: the base of both account listings. */

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { compiledOnce } from '../db/compiled-statement.js';
 import type { Database } from '../db/connect.js';
 
@@ -47,12 +47,29 @@ export interface RotationOutcome {
   approver_ip: string | null;
 }
 
+/** The refresh grant's rules for a rotation, applied by its one statement. */
+export interface RotationRules {
+  /** Whether the grant may still be used: not revoked, its user not banned, its app not disabled. */
+  live(values: {
+    grantRevokedAt: RawBuilder<Date | null>;
+    userBannedAt: RawBuilder<Date | null>;
+    clientDisabledAt: RawBuilder<Date | null>;
+  }): RawBuilder<boolean>;
+  /** Whether the requested scopes (null when none were asked for) are within the grant's. */
+  scopeWithin(requested: RawBuilder<string[] | null>, granted: RawBuilder<string[]>): RawBuilder<boolean>;
+  /** Whether the request may use a grant bound to a key (`bound`), having proven `proven`. */
+  keyProven(bound: RawBuilder<string | null>, proven: RawBuilder<string | null>): RawBuilder<boolean>;
+}
+
 /**
  * One statement, one round trip: finds the presented token with its grant, user and client
  * (point lookups by primary key) and, only while the grant names it as its current token
  * and it is unexpired, the caller's and live, moves the grant on to the successor (with last use,
  * expiry and narrowed scopes: one HOT update of a row the rotation touches anyway), inserts the
  * successors and records the rotation. `rotated` false on a known token is for the caller to judge.
+ *
+ * The refresh grant's rules (oauth/grant-types/refresh-token.rules.ts) name what makes a grant live,
+ * a scope within it and a key proven; they are given once, when the rotation is made.
  *
  * DPoP (RFC 9449 §5): a bound grant rotates only when the request proved the grant's key, a
  * condition of the UPDATE itself, so a refresh without it changes nothing. The new access token is
@@ -65,16 +82,17 @@ export interface RotationOutcome {
  * presented token, so it rotates nothing, while `presented` still shows the statement's
  * snapshot, in which the token looked current.
  */
-const rotateStatement = compiledOnce<RotationOutcome, RotationInput>(
-  (input) => sql`
+export function refreshRotation(rules: RotationRules) {
+  const statement = compiledOnce<RotationOutcome, RotationInput>(
+    (input) => sql`
     WITH presented AS (
       SELECT r.grant_id, g.client_id, g.user_id, g.scopes, g.auth_time, u.email, u.name,
              g.current_refresh_hash IS DISTINCT FROM r.token_hash AS replaced,
              r.expires_at <= this_call.at AS expired,
-             (g.revoked_at IS NULL AND u.banned_at IS NULL AND c.disabled_at IS NULL) AS live,
+             ${rules.live({ grantRevokedAt: sql`g.revoked_at`, userBannedAt: sql`u.banned_at`, clientDisabledAt: sql`c.disabled_at` })} AS live,
              c.disabled_at IS NOT NULL AS client_disabled,
-             (${input.scopes}::text[] IS NULL OR ${input.scopes}::text[] <@ g.scopes) AS scope_ok,
-             (g.dpop_jkt IS NULL OR g.dpop_jkt = ${input.dpopJkt}::text) AS key_ok,
+             ${rules.scopeWithin(sql`${input.scopes}::text[]`, sql`g.scopes`)} AS scope_ok,
+             ${rules.keyProven(sql`g.dpop_jkt`, sql`${input.dpopJkt}::text`)} AS key_ok,
              g.last_used_ip AS previous_ip, g.approver_ip,
              this_call.at
       FROM (SELECT ${input.now}::timestamptz AS at) this_call, refresh_tokens r
@@ -102,16 +120,16 @@ const rotateStatement = compiledOnce<RotationOutcome, RotationInput>(
       SELECT ${input.accessHash}, grant_id, user_id, client_id, scopes, at, ${input.accessExpiresAt}, ${input.dpopJkt}::text FROM rotated
     ),
     event AS (
-      INSERT INTO grant_events (grant_id, user_id, client_id, event, client_ip, created_at)
-      SELECT grant_id, user_id, client_id, 'rotated', ${input.ip}, at FROM rotated
+      INSERT INTO events (grant_id, user_id, client_id, type, client_ip, created_at)
+      SELECT grant_id, user_id, client_id, 'grant.rotated', ${input.ip}, at FROM rotated
     )
     SELECT p.grant_id, p.client_id, p.user_id, p.replaced, p.expired, p.live, p.client_disabled, p.scope_ok, p.key_ok,
            p.scopes, p.auth_time, p.email, p.name, EXISTS (SELECT 1 FROM rotated) AS rotated, p.previous_ip, p.approver_ip
     FROM presented p`,
-);
-
-export async function rotateRefreshToken(db: Database, input: RotationInput): Promise<RotationOutcome | undefined> {
-  return (await rotateStatement(db, input)).rows[0];
+  );
+  return async function rotateRefreshToken(db: Database, input: RotationInput): Promise<RotationOutcome | undefined> {
+    return (await statement(db, input)).rows[0];
+  };
 }
 
 export interface RetryInput {
@@ -155,8 +173,8 @@ const retryStatement = compiledOnce<RetriedAnswer, RetryInput>(
       RETURNING g.grant_id, g.user_id, g.client_id, a.scopes, a.expires_at, a.dpop_jkt
     ),
     event AS (
-      INSERT INTO grant_events (grant_id, user_id, client_id, event, client_ip, created_at)
-      SELECT grant_id, user_id, client_id, 'retried', ${input.ip}, ${input.now} FROM retried
+      INSERT INTO events (grant_id, user_id, client_id, type, client_ip, created_at)
+      SELECT grant_id, user_id, client_id, 'grant.retried', ${input.ip}, ${input.now} FROM retried
     )
     SELECT scopes, expires_at AS access_expires_at, dpop_jkt FROM retried`,
 );

@@ -3,7 +3,11 @@ import type { Database } from '../db/connect.js';
 import type { DB } from '../db/schema.js';
 
 /** Inserts the sealed candidate unless another instance got there first, then returns the stored row. */
-export async function ensureSealedServerSecret(db: Database, name: string, sealedCandidate: Uint8Array): Promise<{ value: Uint8Array | null; sealed_value: Uint8Array | null }> {
+export async function ensureSealedServerSecret(
+  db: Database,
+  name: string,
+  sealedCandidate: Uint8Array,
+): Promise<{ value: Uint8Array | null; sealed_value: Uint8Array | null }> {
   await db
     .insertInto('server_secrets')
     .values({ name, sealed_value: sealedCandidate })

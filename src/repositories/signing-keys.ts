@@ -80,10 +80,6 @@ export async function revokeSigningKey(trx: Transaction<DB>, kid: string, now: D
   return result.numUpdatedRows > 0n;
 }
 
-export async function findSigningKey(db: Database, kid: string): Promise<StoredSigningKey | undefined> {
-  return db.selectFrom('signing_keys').select(columns).where('kid', '=', kid).executeTakeFirst();
-}
-
 /** Keys no token can need any more: retired or revoked before `before`. */
 export async function deleteSpentSigningKeys(trx: Transaction<DB>, before: Date): Promise<number> {
   const result = await trx

@@ -1,8 +1,8 @@
-import type { Transaction } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type { DB } from '../db/schema.js';
 import type { Database } from '../db/connect.js';
 
-export async function insertUser(db: Database, user: { email: string; password_hash: string; name: string | null }): Promise<string> {
+export async function insertUser(db: Database | Transaction<DB>, user: { email: string; password_hash: string; name: string | null }): Promise<string> {
   const row = await db.insertInto('users').values(user).returning('user_id').executeTakeFirstOrThrow();
   return row.user_id;
 }
@@ -11,13 +11,39 @@ export async function findUserByEmail(db: Database, email: string) {
   return db.selectFrom('users').selectAll().where('email', '=', email).executeTakeFirst();
 }
 
-export async function findUserById(db: Database, userId: string) {
-  return db.selectFrom('users').selectAll().where('user_id', '=', userId).executeTakeFirst();
+/**
+ * Sets or clears the ban in one statement. Returns the user's id and whether they were banned
+ * before (read under the row's lock, so of two bans at once only one finds them unbanned), or
+ * undefined when no user has that email.
+ */
+export async function setUserBannedAt(
+  db: Database | Transaction<DB>,
+  email: string,
+  bannedAt: Date | null,
+): Promise<{ user_id: string; was_banned: boolean } | undefined> {
+  const result = await sql<{ user_id: string; was_banned: boolean }>`
+    UPDATE users u SET banned_at = ${bannedAt}::timestamptz
+    FROM (SELECT user_id, banned_at FROM users WHERE email = ${email} FOR UPDATE) before
+    WHERE u.user_id = before.user_id
+    RETURNING u.user_id, before.banned_at IS NOT NULL AS was_banned`.execute(db);
+  return result.rows[0];
 }
 
-/** Returns the user's id, or undefined when no user has that email. */
-export async function setUserBannedAt(db: Database | Transaction<DB>, email: string, bannedAt: Date | null): Promise<string | undefined> {
-  const row = await db.updateTable('users').set({ banned_at: bannedAt }).where('email', '=', email).returning('user_id').executeTakeFirst();
+/** The user's id, or undefined when no user has that email. */
+export async function setUserName(trx: Transaction<DB>, email: string, name: string | null): Promise<string | undefined> {
+  const row = await trx.updateTable('users').set({ name }).where('email', '=', email).returning('user_id').executeTakeFirst();
+  return row?.user_id;
+}
+
+/** The user's id, or undefined when no user has that email. */
+export async function setPasswordHash(trx: Transaction<DB>, email: string, passwordHash: string): Promise<string | undefined> {
+  const row = await trx.updateTable('users').set({ password_hash: passwordHash }).where('email', '=', email).returning('user_id').executeTakeFirst();
+  return row?.user_id;
+}
+
+/** The user's id, locked until the transaction ends, or undefined when no user has that email. */
+export async function lockUserByEmail(trx: Transaction<DB>, email: string): Promise<string | undefined> {
+  const row = await trx.selectFrom('users').select('user_id').where('email', '=', email).forUpdate().executeTakeFirst();
   return row?.user_id;
 }
 
@@ -32,8 +58,10 @@ export async function lockUserForIssuance(trx: Transaction<DB>, userId: string) 
   return trx.selectFrom('users').select(['email', 'name', 'banned_at']).where('user_id', '=', userId).forShare().executeTakeFirst();
 }
 
-export async function deleteSessionsOfUser(db: Database | Transaction<DB>, userId: string): Promise<void> {
-  await db.deleteFrom('browser_sessions').where('user_id', '=', userId).execute();
+/** Returns how many sessions ended. */
+export async function deleteSessionsOfUser(db: Database | Transaction<DB>, userId: string): Promise<number> {
+  const result = await db.deleteFrom('browser_sessions').where('user_id', '=', userId).executeTakeFirst();
+  return Number(result.numDeletedRows);
 }
 
 /**
@@ -50,8 +78,8 @@ export async function listUsers(db: Database, page: { search?: string | undefine
   return query.execute();
 }
 
-/** Deletes the user; sessions, grants, tokens, events and requests go with it (cascades). */
-export async function deleteUserRow(db: Database, userId: string): Promise<boolean> {
+/** Deletes the user; sessions, grants, tokens and requests go with it (cascades). Events stay: they have no key to it. */
+export async function deleteUserRow(db: Database | Transaction<DB>, userId: string): Promise<boolean> {
   const result = await db.deleteFrom('users').where('user_id', '=', userId).executeTakeFirst();
   return result.numDeletedRows > 0n;
 }

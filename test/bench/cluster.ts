@@ -14,7 +14,7 @@ import { freePort } from '../helpers/server-process.js';
  * less than the 1,000,000-row data set's working set. A poll at that scale then reads its row's
  * page from the kernel and writes another dirty page back first, which measures the cache size,
  * not the server: pgbench of the poll statement cycling through the pool read 0.99 heap pages per
- * poll from outside a 128 MB cache, against none at 20,000 rows (figures in the README).
+ * poll from outside a 128 MB cache, against none at 20,000 rows (figures in docs/benchmarks.md).
  * BENCH_DATABASE_URL still runs the benchmark on any server instead.
  */
 export interface Cluster {
@@ -55,7 +55,7 @@ export function findPostgresBin(): string | null {
 }
 
 /** shared_buffers in MB: a quarter of the memory, at least the default 128 MB. */
-export function sharedBuffersMb(totalBytes = os.totalmem()): number {
+function sharedBuffersMb(totalBytes = os.totalmem()): number {
   return Math.max(128, Math.floor(totalBytes / 4 / 2 ** 20));
 }
 

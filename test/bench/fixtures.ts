@@ -40,7 +40,6 @@ export function benchTokenSql(kind: TokenKind, i: string): string {
 /** Grants with an odd number carry openid (ID tokens on refresh, userinfo); even ones do not. */
 export const OPENID_SCOPES = ['openid', 'profile', 'email', 'offline_access'];
 export const PLAIN_SCOPES = ['profile', 'email', 'offline_access'];
-export const hasOpenid = (grant: number) => grant % 2 === 1;
 
 /** Grants share users ten to one, as a household shares an account between devices. */
 export const GRANTS_PER_USER = 10;

@@ -27,7 +27,6 @@ export class KeepAliveConnection {
   #socket: net.Socket | null = null;
   #buffer: Buffer = Buffer.alloc(0);
   #pending: Pending | null = null;
-  #closeAfterResponse = false;
 
   constructor(
     private readonly host: string,
@@ -61,7 +60,6 @@ export class KeepAliveConnection {
         clearTimeout(timer);
         this.#socket = socket;
         this.#buffer = Buffer.alloc(0);
-        this.#closeAfterResponse = false;
         resolve(socket);
       });
       socket.on('error', (error) => {
@@ -113,7 +111,7 @@ interface Parsed {
 }
 
 /** One complete response at the start of `buffer`, null when more bytes are needed. */
-export function parseResponse(buffer: Buffer): Parsed | 'invalid' | null {
+function parseResponse(buffer: Buffer): Parsed | 'invalid' | null {
   const headerEnd = buffer.indexOf(HEADER_END);
   if (headerEnd < 0) return null;
   const head = buffer.toString('latin1', 0, headerEnd).toLowerCase();

@@ -280,7 +280,10 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
     for (let i = 0; i < measured; i++) {
       const minute = Math.floor(completedAt[i]! / 60_000);
       let bucket = byMinute.get(minute);
-      if (!bucket) byMinute.set(minute, (bucket = []));
+      if (!bucket) {
+        bucket = [];
+        byMinute.set(minute, bucket);
+      }
       bucket.push(latencies[i]!);
     }
     for (const [minute, bucket] of [...byMinute].sort((a, b) => a[0] - b[0])) {

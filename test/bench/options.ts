@@ -48,7 +48,7 @@ export interface Profile {
   deadlineMs: number;
 }
 
-export const USAGE = `usage: npm run bench -- [options]
+const USAGE = `usage: npm run bench -- [options]
   --quick             a few seconds per scenario, 50,000 rows for scale; targets are not enforced
   --soak              only the 5-minute well-behaved poll run: memory and throughput, first minute against last
   --enforce           exit 1 when a target fails (the benchmark exits 0 otherwise; checks always count)

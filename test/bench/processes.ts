@@ -26,13 +26,7 @@ export interface Child {
 const children = new Set<Child>();
 const TAIL = 64 * 1024;
 
-export function spawnChild(
-  name: string,
-  core: number | null,
-  args: string[],
-  env: Record<string, string>,
-  onStderrLine?: (line: string) => void,
-): Child {
+export function spawnChild(name: string, core: number | null, args: string[], env: Record<string, string>, onStderrLine?: (line: string) => void): Child {
   const command = core !== null && TASKSET ? [TASKSET, '-c', String(core), process.execPath, ...args] : [process.execPath, ...args];
   const proc = spawn(command[0]!, command.slice(1), { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   if (proc.pid === undefined) throw new Error(`could not start ${name}`);

@@ -260,7 +260,7 @@ export function summarizeProfile(profile: CpuProfile, scenario: string, file: st
 }
 
 /** `poll.cpuprofile` → `poll.window.json` */
-export const windowFileOf = (profileFile: string) => profileFile.replace(/\.cpuprofile$/, '') + '.window.json';
+export const windowFileOf = (profileFile: string) => `${profileFile.replace(/\.cpuprofile$/, '')}.window.json`;
 
 /** Reads a profile and, when one lies beside it, its window. */
 export function summarizeFile(file: string, displayName = file): ProfileSummary {
@@ -297,14 +297,11 @@ export function renderProfileSummary(s: ProfileSummary): string {
       }.`,
     );
   }
-  lines.push(
-    '',
-    '| category | samples | % of all | % of non-idle, self | % of non-idle, charged |',
-    '|---|--:|--:|--:|--:|',
-  );
+  lines.push('', '| category | samples | % of all | % of non-idle, self | % of non-idle, charged |', '|---|--:|--:|--:|--:|');
   const minor = s.categories.filter((c) => c.percentOfBusy !== null && Math.max(c.percentOfBusy, c.chargedPercentOfBusy ?? 0) < MINOR);
   for (const c of s.categories) {
-    if (!minor.includes(c)) lines.push(`| ${cell(c.category)} | ${int(c.samples)} | ${pct(c.percentOfAll)} | ${pct(c.percentOfBusy)} | ${pct(c.chargedPercentOfBusy)} |`);
+    if (!minor.includes(c))
+      lines.push(`| ${cell(c.category)} | ${int(c.samples)} | ${pct(c.percentOfAll)} | ${pct(c.percentOfBusy)} | ${pct(c.chargedPercentOfBusy)} |`);
   }
   if (minor.length > 0) {
     const sum = (of: (c: CategoryShare) => number | null) => minor.reduce((total, c) => total + (of(c) ?? 0), 0);

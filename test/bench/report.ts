@@ -76,7 +76,7 @@ const ms = (n: number) => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.
 const ratio = (n: number | null) => (n === null ? '' : n.toFixed(2));
 const share = (n: number | null) => (n === null ? '' : n.toFixed(2));
 
-export function formatMix(mix: Record<string, number>): string {
+function formatMix(mix: Record<string, number>): string {
   const total = Object.values(mix).reduce((a, b) => a + b, 0);
   const percent = (count: number) => {
     if (count === total) return '100%';
@@ -97,7 +97,7 @@ const perRequest = (cores: number | null, perSecond: number) => (cores === null 
 const walPerRequest = (perSecond: number | undefined, rate: number, digits: number) =>
   perSecond === undefined || !Number.isFinite(perSecond) || rate <= 0 ? '' : (perSecond / rate).toFixed(digits);
 
-export function scenarioTable(records: ScenarioRecord[]): string {
+function scenarioTable(records: ScenarioRecord[]): string {
   const lines = [
     '| scenario | rows | req/s | p50 ms | p99 ms | × form | × UPDATE | server CPU | server CPU ms/req | db CPU ms/req | WAL B/req | full pages/req | load CPU | RSS MB | responses |',
     '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|',
@@ -111,7 +111,7 @@ export function scenarioTable(records: ScenarioRecord[]): string {
   return lines.join('\n');
 }
 
-export function verdictLines(title: string, verdicts: Verdict[]): string {
+function verdictLines(title: string, verdicts: Verdict[]): string {
   if (verdicts.length === 0) return '';
   return [`${title}:`, ...verdicts.map((v) => `  ${v.pass ? 'PASS' : 'FAIL'}  ${v.name}: ${v.value} (goal ${v.goal})`)].join('\n');
 }

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: builds, then measures the built server in production mode on PostgreSQL (and on
  * the embedded database) against two ceilings measured in the same run on the same machine.
- * See the README's Benchmark section for what it reports and why; `--help` for the options.
+ * See docs/benchmarks.md for what it reports and why; `--help` for the options.
  *
  * Processes: the server and the ceilings server on core 0, the load generator on core 1 (taskset),
  * each scenario a fresh load-generator process. PostgreSQL itself is shared and not pinned.
@@ -61,7 +61,9 @@ const RAISED_LIMITS = {
   RATE_LIMIT_TOKEN_PER_CLIENT: '100000000/60',
   RATE_LIMIT_TOKEN_PER_IP: '100000000/60',
   RATE_LIMIT_USERINFO_PER_IP: '100000000/60',
+  RATE_LIMIT_INTROSPECT_PER_CLIENT: '100000000/60',
   RATE_LIMIT_INTROSPECT_PER_IP: '100000000/60',
+  RATE_LIMIT_REVOKE_PER_CLIENT: '100000000/60',
   RATE_LIMIT_REVOKE_PER_IP: '100000000/60',
 };
 
@@ -93,7 +95,10 @@ function cleanup(): Promise<void> {
 }
 
 process.on('exit', killAllChildrenNow);
-for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+for (const [signal, code] of [
+  ['SIGINT', 130],
+  ['SIGTERM', 143],
+] as const) {
   process.on(signal, () => {
     log(`${signal}: stopping`);
     stoppingWith = code;
@@ -243,11 +248,18 @@ function dbCpuBetween(start: CpuSample, end: CpuSample): number | null {
 }
 
 /** A scenario's record from its run; ratios to the ceilings are filled in per phase (withRatios). */
-function recordOf(
-  run: ScenarioRun,
-  about: Pick<ScenarioRecord, 'id' | 'scenario' | 'kind' | 'database' | 'rows'>,
-): ScenarioRecord {
-  return { ...about, result: run.result, serverCpu: run.serverCpu, dbCpu: run.dbCpu, wal: run.wal, memory: run.memory, vsForm: null, vsUpdate: null, vsNeighbourUpdates: null };
+function recordOf(run: ScenarioRun, about: Pick<ScenarioRecord, 'id' | 'scenario' | 'kind' | 'database' | 'rows'>): ScenarioRecord {
+  return {
+    ...about,
+    result: run.result,
+    serverCpu: run.serverCpu,
+    dbCpu: run.dbCpu,
+    wal: run.wal,
+    memory: run.memory,
+    vsForm: null,
+    vsUpdate: null,
+    vsNeighbourUpdates: null,
+  };
 }
 
 interface ScenarioRun {
@@ -324,7 +336,9 @@ async function runProfiled(target: Target, spec: LoadSpec, profiling: Profiling,
   await stopChild(server.child, 30_000);
   const code = await server.child.exited;
   if (code !== 0 || !existsSync(file)) {
-    throw new Error(`the profiled server of ${spec.label} exited with ${String(code)}${existsSync(file) ? '' : ` and did not write ${shown}`}:\n${server.child.output()}`);
+    throw new Error(
+      `the profiled server of ${spec.label} exited with ${String(code)}${existsSync(file) ? '' : ` and did not write ${shown}`}:\n${server.child.output()}`,
+    );
   }
   if (run.window) writeFileSync(windowFileOf(file), `${JSON.stringify(run.window)}\n`);
   else log(`  warning: no measured window for ${spec.label}: its summary counts the whole profile`);
@@ -396,7 +410,12 @@ function withRatios(records: ScenarioRecord[]): ScenarioRecord[] {
   const updates = records.filter((r) => r.kind === 'update').map((r) => r.result.requestsPerSecond);
   const phaseUpdate = updates.length > 0 ? updates.reduce((a, b) => a + b, 0) / updates.length : null;
   return records.map((r, i) => {
-    const before = rate(records.slice(0, i).reverse().find((other) => other.kind === 'update'));
+    const before = rate(
+      records
+        .slice(0, i)
+        .reverse()
+        .find((other) => other.kind === 'update'),
+    );
     const after = rate(records.slice(i + 1).find((other) => other.kind === 'update'));
     const neighbours = !isCeiling(r.kind) && before !== undefined && after !== undefined ? (before + after) / 2 : null;
     return {
@@ -435,7 +454,7 @@ function plansFor(rows: number, from: number, options: Options, profile: Profile
   // CHECKPOINT logs the whole page. After the usual 3 s of warm-up the measured window still paid
   // 0.54 full-page images and 4 kB of WAL per rotation; after 30 s, none and 1.55 kB, as at 20,000
   // rows. A server checkpointing every 5 minutes is in that transient for seconds of each cycle,
-  // so the window measures the rest of it; the README reports the transient.
+  // so the window measures the rest of it; docs/benchmarks.md reports the transient.
   const refreshWarmup = suffix ? { warmupMs: profile.scaleRefreshWarmupMs } : {};
   const plans: Plan[] = [
     { id: `form${suffix}`, scenario: 'ceiling: form → JSON', kind: 'form', rows, spec: {} },
@@ -448,7 +467,14 @@ function plansFor(rows: number, from: number, options: Options, profile: Profile
       spec: { rows: { offset: 0, count: poolSize, stride: Math.max(1, Math.floor(rows / poolSize)) } },
     },
   ];
-  if (all) plans.push({ id: `poll-slow_down${suffix}`, scenario: 'poll too fast (slow_down)', kind: 'poll-fast', rows, spec: { rows: { offset: 0, count: options.connections, stride: 1 } } });
+  if (all)
+    plans.push({
+      id: `poll-slow_down${suffix}`,
+      scenario: 'poll too fast (slow_down)',
+      kind: 'poll-fast',
+      rows,
+      spec: { rows: { offset: 0, count: options.connections, stride: 1 } },
+    });
   plans.push(
     { id: `refresh${suffix}`, scenario: 'refresh', kind: 'refresh', rows, spec: { refreshGrants: spreadGrants(from, rows, 0, workers), ...refreshWarmup } },
     {
@@ -582,7 +608,7 @@ async function postgresServer(options: Options): Promise<{ adminUrl: string; des
   const bin = findPostgresBin();
   if (!bin) {
     throw new Error(
-      'no initdb and pg_ctl found for a PostgreSQL cluster of the benchmark\'s own: set BENCH_POSTGRES_BIN to their folder, or BENCH_DATABASE_URL to run on a server of yours',
+      "no initdb and pg_ctl found for a PostgreSQL cluster of the benchmark's own: set BENCH_POSTGRES_BIN to their folder, or BENCH_DATABASE_URL to run on a server of yours",
     );
   }
   const cluster = await startCluster(bin, log);
@@ -607,7 +633,11 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
   log(`database ${name}`);
   const handle: DatabaseHandle = await connectDatabase({ databaseUrl: url, dataDir: 'unused', poolSize: 2 });
   cleanups.push(() => handle.close());
-  const execute = (statement: string) => sql.raw(statement).execute(handle.db).then(() => undefined);
+  const execute = (statement: string) =>
+    sql
+      .raw(statement)
+      .execute(handle.db)
+      .then(() => undefined);
   const settings = (
     await sql<{ server_version: string; server_version_num: string; shared_buffers: string }>`
       SELECT current_setting('server_version') AS server_version, current_setting('server_version_num') AS server_version_num,
@@ -643,11 +673,9 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
     ceilings: ceilings?.child ?? null,
     ceilingsPort: ceilings?.port ?? 0,
     dbPids: async () =>
-      (
-        await sql<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`.execute(
-          handle.db,
-        )
-      ).rows.map((row) => row.pid),
+      (await sql<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`.execute(handle.db)).rows.map(
+        (row) => row.pid,
+      ),
     // The LSN counts bytes exactly; full-page images come from pg_stat_wal, which backends
     // update about once a second, so that figure is approximate over a short window.
     databaseCounters: async () => {
@@ -724,7 +752,14 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
   if (options.scale) {
     log(`seeding up to ${profile.scaleRows.toLocaleString('en')} live device requests and grants`);
     const seeded = performance.now();
-    await seed(execute, base, { pending: profile.scaleRows, grants: profile.scaleRows, codes: base.codes }, options.connections, (line) => log(`seed: ${line}`), 2);
+    await seed(
+      execute,
+      base,
+      { pending: profile.scaleRows, grants: profile.scaleRows, codes: base.codes },
+      options.connections,
+      (line) => log(`seed: ${line}`),
+      2,
+    );
     log(`  seeded in ${((performance.now() - seeded) / 1000).toFixed(0)} s`);
     const scale = await runPlan(target, options, profile, plansFor(profile.scaleRows, profile.rows, options, profile, '@scale', false, true), profiling);
     records.push(...withRatios(scale));
@@ -733,7 +768,16 @@ async function postgresPhase(options: Options, profile: Profile): Promise<Postgr
   const memory = server ? await memoryAfter('postgres', server.child) : null;
   await Promise.all([server, ceilings].map((started) => (started ? stopChild(started.child) : undefined)));
   const logs = [server && keepServerLog(options, 'postgres', server.child), ...(profiling?.logs ?? [])].filter((kept) => kept !== null);
-  return { records, memory, logs, profiles: profiling?.summaries ?? null, rs256: signed.opsPerSecond, soak: null, version, serverDescription: postgres.description };
+  return {
+    records,
+    memory,
+    logs,
+    profiles: profiling?.summaries ?? null,
+    rs256: signed.opsPerSecond,
+    soak: null,
+    version,
+    serverDescription: postgres.description,
+  };
 }
 
 async function embeddedPhase(options: Options, profile: Profile): Promise<{ records: ScenarioRecord[]; memory: MemoryRecord; log: ServerLog | null }> {
@@ -742,10 +786,22 @@ async function embeddedPhase(options: Options, profile: Profile): Promise<{ reco
   const dataDir = path.join(dir, 'server');
   log('embedded: seeding (no server running)');
   await runToEnd(
-    spawnChild('embedded seeding', SERVER_CORE, [...bench('seed-embedded.ts'), dataDir, JSON.stringify({ pending: profile.rows, grants: profile.rows, codes: authCodesOf(options, profile), fastCodes: options.connections })], childEnv()),
+    spawnChild(
+      'embedded seeding',
+      SERVER_CORE,
+      [
+        ...bench('seed-embedded.ts'),
+        dataDir,
+        JSON.stringify({ pending: profile.rows, grants: profile.rows, codes: authCodesOf(options, profile), fastCodes: options.connections }),
+      ],
+      childEnv(),
+    ),
     10 * 60_000,
   );
-  const [server, ceilings] = await Promise.all([startServer({ dataDir }, options.poolSize), startCeilings({ dataDir: path.join(dir, 'ceilings') }, options.poolSize)]);
+  const [server, ceilings] = await Promise.all([
+    startServer({ dataDir }, options.poolSize),
+    startCeilings({ dataDir: path.join(dir, 'ceilings') }, options.poolSize),
+  ]);
   const target: Target = {
     database: 'embedded',
     server: server.child,
@@ -779,7 +835,12 @@ function targetsOf(results: Pick<RunResults, 'scenarios' | 'memory' | 'soak'>): 
     const r = find(records, id);
     if (r?.vsUpdate === null || r?.vsUpdate === undefined) return;
     const beside = r.vsNeighbourUpdates ? ` (× the two ceilings beside it ${fixed(r.vsNeighbourUpdates)})` : '';
-    verdicts.push({ name: `${r.scenario} / the phase's mean UPDATE ceiling`, value: `${fixed(r.vsUpdate)}${beside}`, goal: `≥ ${goal}`, pass: r.vsUpdate >= goal });
+    verdicts.push({
+      name: `${r.scenario} / the phase's mean UPDATE ceiling`,
+      value: `${fixed(r.vsUpdate)}${beside}`,
+      goal: `≥ ${goal}`,
+      pass: r.vsUpdate >= goal,
+    });
   };
   atLeast('poll', 0.85);
   const poll = find(records, 'poll');
@@ -803,12 +864,13 @@ function targetsOf(results: Pick<RunResults, 'scenarios' | 'memory' | 'soak'>): 
     const kept = large.vsUpdate / small.vsUpdate;
     const raw = large.result.requestsPerSecond / small.result.requestsPerSecond;
     // Server and database CPU per request, the other drift-resistant view: cost at 20,000 / cost at scale.
-    const cost = (r: ScenarioRecord) =>
-      r.serverCpu === null || r.dbCpu === null ? null : (r.serverCpu + r.dbCpu) / r.result.requestsPerSecond;
+    const cost = (r: ScenarioRecord) => (r.serverCpu === null || r.dbCpu === null ? null : (r.serverCpu + r.dbCpu) / r.result.requestsPerSecond);
     const costs = [cost(small), cost(large)];
     const byCpu = costs[0] && costs[1] ? `; by CPU per request ${fixed(costs[0] / costs[1])}` : '';
     const byNeighbours =
-      small.vsNeighbourUpdates && large.vsNeighbourUpdates ? `; × the two ceilings beside each ${fixed(large.vsNeighbourUpdates / small.vsNeighbourUpdates)}` : '';
+      small.vsNeighbourUpdates && large.vsNeighbourUpdates
+        ? `; × the two ceilings beside each ${fixed(large.vsNeighbourUpdates / small.vsNeighbourUpdates)}`
+        : '';
     verdicts.push({
       name: `${small.scenario} at ${large.rows.toLocaleString('en')} rows / at ${small.rows.toLocaleString('en')} (req/s, each × its phase's mean UPDATE ceiling)`,
       value: `${fixed(kept)} (raw req/s ${fixed(raw)}${byCpu}${byNeighbours})`,
@@ -887,7 +949,8 @@ function checksOf(records: ScenarioRecord[]): Verdict[] {
 // ---------------------------------------------------------------------------------------------
 
 function machineOf(pgVersion: string | null, loadStart: number): Record<string, string | number | boolean> {
-  const model = /^model name\s*:\s*(.+)$/m.exec(existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '')?.[1] ?? os.cpus()[0]?.model ?? 'unknown';
+  const model =
+    /^model name\s*:\s*(.+)$/m.exec(existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '')?.[1] ?? os.cpus()[0]?.model ?? 'unknown';
   return {
     cpu: model.trim(),
     cores: os.cpus().length,

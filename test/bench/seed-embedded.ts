@@ -16,7 +16,11 @@ async function main(): Promise<void> {
   try {
     await migrateToLatest(database.db);
     await seed(
-      (statement) => sql.raw(statement).execute(database.db).then(() => undefined),
+      (statement) =>
+        sql
+          .raw(statement)
+          .execute(database.db)
+          .then(() => undefined),
       { pending: 0, grants: 0, codes: 0 },
       size,
       size.fastCodes,

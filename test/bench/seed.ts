@@ -22,6 +22,9 @@ import {
  */
 export type Execute = (sql: string) => Promise<void>;
 
+/** The network one grant in ten of the data set was asked from (a documentation AS number). */
+export const CAMPAIGN_ASN = 64500;
+
 /** Rows per statement: large enough to be set-based, small enough to show progress. */
 const BATCH = 100_000;
 
@@ -30,7 +33,7 @@ const scopesOf = (i: string) => `CASE WHEN (${i}) % 2 = 1 THEN ${textArray(OPENI
 const uuidOf = (tag: string, i: string) => `md5('${SEED}:${tag}:' || (${i})::text)::uuid`;
 const hashOf = (token: string) => `sha256(convert_to(${token}, 'UTF8'))`;
 
-export function clientsSql(): string {
+function clientsSql(): string {
   const secretHash = createHash('sha256').update(RS_CLIENT_SECRET).digest('hex');
   return `
     INSERT INTO clients (client_id, name, kind, type, secret_hash, allowed_scopes, introspection_allowed, grant_types, redirect_uris) VALUES
@@ -46,7 +49,7 @@ export function clientsSql(): string {
  * and a nonce, for a user among the first `users` (code i: user i mod users). They expire in a day
  * rather than in 5 minutes, so that none does during the run.
  */
-export function authorizationCodesSql(from: number, to: number, users: number): string {
+function authorizationCodesSql(from: number, to: number, users: number): string {
   return `
     INSERT INTO authorization_codes (code_hash, client_id, user_id, redirect_uri, scopes, code_challenge, nonce, auth_time, created_at, expires_at)
     SELECT ${hashOf(benchTokenSql('authorizationCode', 'i'))}, '${WEB_CLIENT_ID}', ${uuidOf('user', `i % ${users}`)}, '${WEB_REDIRECT_URI}',
@@ -56,7 +59,7 @@ export function authorizationCodesSql(from: number, to: number, users: number): 
 }
 
 /** Pending device requests [from, to) of a kind, interval 1 s, issued an hour ago, expiring in a day. */
-export function deviceRequestsSql(kind: Extract<TokenKind, 'deviceCode' | 'fastDeviceCode'>, from: number, to: number): string {
+function deviceRequestsSql(kind: Extract<TokenKind, 'deviceCode' | 'fastDeviceCode'>, from: number, to: number): string {
   return `
     INSERT INTO device_requests (device_code_hash, user_code_hmac, client_id, scopes, platform_name, phrase,
                                  phrase_choices, status, interval_seconds, created_at, expires_at)
@@ -71,7 +74,7 @@ export function deviceRequestsSql(kind: Extract<TokenKind, 'deviceCode' | 'fastD
  * Grants [from, to): a user (shared by GRANTS_PER_USER grants), a live grant, its current
  * refresh token and one live access token. Odd grants carry openid.
  */
-export function grantsSql(from: number, to: number): string[] {
+function grantsSql(from: number, to: number): string[] {
   const series = `generate_series(${from}::bigint, ${to - 1}::bigint) AS i`;
   const firstUser = Math.floor(from / GRANTS_PER_USER);
   const lastUser = Math.floor((to - 1) / GRANTS_PER_USER);
@@ -80,11 +83,19 @@ export function grantsSql(from: number, to: number): string[] {
      SELECT ${uuidOf('user', 'u')}, 'bench-' || u::text || '@example.test', 'not-a-password-hash', 'Bench User ' || u::text
      FROM generate_series(${firstUser}::bigint, ${lastUser}::bigint) AS u
      ON CONFLICT (user_id) DO NOTHING`,
+    // Every grant carries its origin, as issued ones do (issue 31 §1): one in ten was asked from a
+    // hosting network (CAMPAIGN_ASN, bulk-revoke.ts revokes those), the rest from home lines.
     `INSERT INTO grants (grant_id, user_id, client_id, scopes, platform_name, auth_time, created_at, last_used_at, expires_at,
-                               current_refresh_hash)
+                               current_refresh_hash, grant_type, approved_at, signed_in_ip, requester_asn, requester_network,
+                               requester_country, requester_hosting)
      SELECT ${uuidOf('grant', 'i')}, ${uuidOf('user', `i / ${GRANTS_PER_USER}`)}, '${TV_CLIENT_ID}', ${scopesOf('i')}, 'Bench TV',
             now() - interval '1 day', now() - interval '1 day', now() - interval '1 hour', now() + interval '60 days',
-            ${hashOf(benchTokenSql('refreshToken', 'i'))}
+            ${hashOf(benchTokenSql('refreshToken', 'i'))}, 'device_code', now() - interval '1 day' + (i % 86400) * interval '1 second',
+            '198.51.100.' || (i % 250 + 1)::text,
+            CASE WHEN i % 10 = 0 THEN ${CAMPAIGN_ASN} ELSE 7922 END,
+            CASE WHEN i % 10 = 0 THEN 'Bench Hosting' ELSE 'Bench Home Lines' END,
+            CASE WHEN i % 10 = 0 THEN 'KR' ELSE 'US' END,
+            i % 10 = 0
      FROM ${series}`,
     `INSERT INTO refresh_tokens (token_hash, grant_id, created_at, expires_at)
      SELECT ${hashOf(benchTokenSql('refreshToken', 'i'))}, ${uuidOf('grant', 'i')}, now() - interval '1 hour', now() + interval '60 days'
@@ -114,14 +125,7 @@ export interface SeedSize {
  * construction, and a million per-row checks doubled the time. Indexes are maintained as the
  * server's own inserts maintain them, so they are as large and as fragmented as in use.
  */
-export async function seed(
-  execute: Execute,
-  from: SeedSize,
-  to: SeedSize,
-  fastCodes: number,
-  progress: (line: string) => void,
-  parallel = 1,
-): Promise<void> {
+export async function seed(execute: Execute, from: SeedSize, to: SeedSize, fastCodes: number, progress: (line: string) => void, parallel = 1): Promise<void> {
   const statements: string[] = [];
   if (from.pending === 0 && from.grants === 0 && from.codes === 0) statements.push(clientsSql(), deviceRequestsSql('fastDeviceCode', 0, fastCodes));
   for (let start = from.pending; start < to.pending; start += BATCH) {

@@ -21,9 +21,24 @@ afterAll(() => target.cleanup());
 describe('client and user commands through the admin API', () => {
   it('client create and update register grant types (device_code for short), exact redirect URIs and post-logout redirect URIs; a bad URI is one line, exit 2', async () => {
     const created = await cli([
-      'client', 'create', '--name', 'Shop', '--kind', 'web', '--type', 'confidential',
-      '--grant-types', 'authorization_code refresh_token', '--redirect-uri', 'https://shop.example/cb', '--redirect-uri', 'http://127.0.0.1:8765/cb',
-      '--post-logout-redirect-uri', 'https://shop.example/bye', '--post-logout-redirect-uri', 'http://127.0.0.1:8765/bye',
+      'client',
+      'create',
+      '--name',
+      'Shop',
+      '--kind',
+      'web',
+      '--type',
+      'confidential',
+      '--grant-types',
+      'authorization_code refresh_token',
+      '--redirect-uri',
+      'https://shop.example/cb',
+      '--redirect-uri',
+      'http://127.0.0.1:8765/cb',
+      '--post-logout-redirect-uri',
+      'https://shop.example/bye',
+      '--post-logout-redirect-uri',
+      'http://127.0.0.1:8765/bye',
     ]);
     expect(created.code, created.stderr).toBe(0);
     const shop = json(created.stdout);
@@ -38,7 +53,11 @@ describe('client and user commands through the admin API', () => {
     expect(orphaned.stderr).toContain('add authorization_code to grant_types (CLI: --grant-types');
     const cleared = await cli(['client', 'update', shop.client_id, '--grant-types', 'device_code', '--no-redirect-uris', '--no-post-logout-redirect-uris']);
     expect(cleared.code, cleared.stderr).toBe(0);
-    expect(json(cleared.stdout)).toMatchObject({ grant_types: ['urn:ietf:params:oauth:grant-type:device_code'], redirect_uris: [], post_logout_redirect_uris: [] });
+    expect(json(cleared.stdout)).toMatchObject({
+      grant_types: ['urn:ietf:params:oauth:grant-type:device_code'],
+      redirect_uris: [],
+      post_logout_redirect_uris: [],
+    });
     // A web app given a redirect URI without the grant that uses it: refused, not registered silently.
     const silent = await cli(['client', 'create', '--name', 'Silent', '--kind', 'web', '--type', 'public', '--redirect-uri', 'https://silent.example/cb']);
     expect(silent.code).toBe(2);
@@ -51,7 +70,15 @@ describe('client and user commands through the admin API', () => {
     const both = await cli(['client', 'update', shop.client_id, '--redirect-uri', 'https://shop.example/cb', '--no-redirect-uris']);
     expect(both.code).toBe(2);
     // A web app that signs users in on the web: authorization_code, which needs a redirect URI.
-    const web = await cli(['client', 'update', shop.client_id, '--grant-types', 'authorization_code refresh_token', '--redirect-uri', 'https://shop.example/cb']);
+    const web = await cli([
+      'client',
+      'update',
+      shop.client_id,
+      '--grant-types',
+      'authorization_code refresh_token',
+      '--redirect-uri',
+      'https://shop.example/cb',
+    ]);
     expect(web.code, web.stderr).toBe(0);
     expect(json(web.stdout)).toMatchObject({ grant_types: ['authorization_code', 'refresh_token'], redirect_uris: ['https://shop.example/cb'] });
     const noWayBack = await cli(['client', 'create', '--name', 'Lost', '--kind', 'web', '--type', 'public', '--grant-types', 'authorization_code']);
@@ -81,7 +108,11 @@ describe('client and user commands through the admin API', () => {
 
     const rotated = await cli(['client', 'rotate-secret', created.client_id, '--grace', '300']);
     expect(rotated.code, rotated.stderr).toBe(0);
-    expect(json(rotated.stdout)).toMatchObject({ client_id: created.client_id, client_secret: expect.stringMatching(/^dacs_/), previous_secret_expires_at: expect.any(String) });
+    expect(json(rotated.stdout)).toMatchObject({
+      client_id: created.client_id,
+      client_secret: expect.stringMatching(/^dacs_/),
+      previous_secret_expires_at: expect.any(String),
+    });
     expect(json(rotated.stdout).client_secret).not.toBe(created.client_secret);
     const badGrace = await cli(['client', 'rotate-secret', created.client_id, '--grace', 'soon']);
     expect(badGrace.code).toBe(2);
@@ -122,13 +153,57 @@ describe('client and user commands through the admin API', () => {
     expect(gone.stderr).toContain('no user hall@example.test');
   });
 
+  it("user update and set-password; a deleted user's history stays, by id, each change naming the in-process CLI, never the email", async () => {
+    expect((await cli(['user', 'create', '--email', 'moved@example.test'], 'a long enough password\n')).code).toBe(0);
+    const renamed = await cli(['user', 'update', 'moved@example.test', '--name', 'Moved']);
+    expect(renamed.code, renamed.stderr).toBe(0);
+    expect(json(renamed.stdout)).toMatchObject({ email: 'moved@example.test', name: 'Moved' });
+    expect((await cli(['user', 'update', 'moved@example.test'])).stderr).toContain('nothing to change');
+    const password = await cli(['user', 'set-password', 'moved@example.test'], 'another long enough password\n');
+    expect(password.code, password.stderr).toBe(0);
+    expect(json(password.stdout)).toMatchObject({ sessions_ended: 0 });
+    expect((await cli(['user', 'set-password', 'moved@example.test'], 'short\n')).code).toBe(2);
+    const userId = json((await cli(['user', 'show', 'moved@example.test'])).stdout).user_id;
+    expect(json((await cli(['user', 'delete', 'moved@example.test'])).stdout)).toEqual({ deleted: true });
+    // Issue 32 §1: the history stays, by id, each change naming the in-process CLI as its actor; never the email.
+    const history = await cli(['events', '--user', userId]);
+    expect(history.code, history.stderr).toBe(0);
+    const events = history.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(events.map((e) => e.type)).toEqual(['user.created', 'user.changed', 'user.password_changed', 'user.deleted']);
+    for (const e of events) expect(e.actor).toEqual({ kind: 'admin', via: 'cli' });
+    expect(events[1].data).toEqual({ fields: ['name'] });
+    expect(history.stdout).not.toContain('moved@example.test');
+    for (const secret of ['a long enough password', 'another long enough password', 'argon2']) expect(history.stdout).not.toContain(secret);
+  });
+
   it('events by client and since; purge; housekeeping', async () => {
     const events = await cli(['events', '--since', '2026-01-01T00:00:00Z']);
     expect(events.code, events.stderr).toBe(0);
-    expect((await cli(['events', '--client', 'tv_nothing'])).stderr).toContain('no client tv_nothing');
+    // An app that never existed has no events (a deleted one's are still listed).
+    const none = await cli(['events', '--client', 'tv_nothing']);
+    expect(none.code, none.stderr).toBe(0);
+    expect(none.stdout).toBe('');
+    const unknownType = await cli(['events', '--type', 'grant.revoked,grant.exploded']);
+    expect(unknownType.code).toBe(2);
+    expect(unknownType.stderr).toContain('type');
     expect((await cli(['events', '--since', 'yesterday'])).code).toBe(2);
     const purged = await cli(['purge']);
-    expect(Object.keys(json(purged.stdout)).sort()).toEqual(['accessTokens', 'authorizationCodes', 'browserSessions', 'deviceRequests', 'dpopProofs', 'grants', 'platformIcons', 'rateLimitCounters']);
+    expect(Object.keys(json(purged.stdout)).sort()).toEqual([
+      'accessTokens',
+      'authorizationCodes',
+      'browserSessions',
+      'deliveries',
+      'deviceRequests',
+      'dpopProofs',
+      'events',
+      'grants',
+      'platformIcons',
+      'rateLimitCounters',
+      'securityEventTokens',
+    ]);
     // No server runs here: the in-process API's housekeeping is not scheduled.
     expect(json((await cli(['housekeeping'])).stdout)).toMatchObject({ scheduled: false, consecutive_failures: 0 });
   });

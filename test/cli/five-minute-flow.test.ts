@@ -88,7 +88,7 @@ async function withServer<T>(env: Record<string, string>, run: (server: ServerPr
   }
 }
 
-describe('the README\'s five-minute flow, with the server running', () => {
+describe("the README's five-minute flow, with the server running", () => {
   it('the commands as written create a user and a TV app the running server uses at once, and they survive a restart', async () => {
     const commands = readmeCommands();
     expect(commands.map((c) => c.slice(0, 2).join(' '))).toEqual(['user create', 'client create', 'login --client']);
@@ -116,7 +116,10 @@ describe('the README\'s five-minute flow, with the server running', () => {
       });
 
       // `login --client tv_…`, with the id the previous command printed.
-      const login = startLogin(commands[2]!.map((arg) => (arg === 'tv_…' ? created.client_id : arg)), cliEnv);
+      const login = startLogin(
+        commands[2]!.map((arg) => (arg === 'tv_…' ? created.client_id : arg)),
+        cliEnv,
+      );
       const { userCode, phrase } = await login.screen;
       const browser = new WebBrowser(server.url);
       await signInOverHttp(browser, { email: 'you@example.com', password: PASSWORD });

@@ -31,6 +31,8 @@ const COMMANDS = [
   ['user', 'create'],
   ['user', 'list'],
   ['user', 'show'],
+  ['user', 'update'],
+  ['user', 'set-password'],
   ['user', 'ban'],
   ['user', 'unban'],
   ['user', 'delete'],
@@ -39,11 +41,20 @@ const COMMANDS = [
   ['user', 'apps'],
   ['user', 'remove-access'],
   ['housekeeping'],
+  ['webhooks'],
+  ['webhooks', 'add'],
+  ['webhooks', 'list'],
+  ['webhooks', 'show'],
+  ['webhooks', 'pause'],
+  ['webhooks', 'resume'],
+  ['webhooks', 'remove'],
+  ['webhooks', 'deliveries'],
+  ['webhooks', 'replay'],
 ];
 
 describe('help and version execute nothing', () => {
   it.each(COMMANDS.flatMap((command) => [[[...command, '--help'].join(' ')], [[...command, '-h'].join(' ')]]))(
-    '`device-auth %s` prints that command\'s usage and opens no database',
+    "`device-auth %s` prints that command's usage and opens no database",
     async (line) => {
       const dataDir = path.join(parent, line.replace(/\W+/g, '_'));
       const saved = process.env.DATA_DIR;

@@ -12,7 +12,11 @@ vi.setConfig({ testTimeout: 180_000, hookTimeout: 120_000 });
 
 let target: CliTarget;
 const cli = (args: string[], env: Record<string, string | undefined> = {}) => runProgram(args, { ...target.env, ...env }, 120_000);
-const lines = (stdout: string) => stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, any>);
+const lines = (stdout: string) =>
+  stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Record<string, any>);
 
 beforeAll(async () => {
   target = await createCliTarget();
@@ -65,7 +69,9 @@ describe('keys commands', () => {
     expect(listed.code, listed.stderr).toBe(0);
     const old = await cli(['keys', 'list'], { KEY_ENCRYPTION_KEY: TEST_KEY_ENCRYPTION_KEY });
     expect(old.code).toBe(2);
-    expect(old.stderr).toMatch(/^device-auth: invalid configuration: KEY_ENCRYPTION_KEY: .* is sealed under key-encryption key [0-9a-f]+, but KEY_ENCRYPTION_KEY is/);
+    expect(old.stderr).toMatch(
+      /^device-auth: invalid configuration: KEY_ENCRYPTION_KEY: .* is sealed under key-encryption key [0-9a-f]+, but KEY_ENCRYPTION_KEY is/,
+    );
     expect(old.stderr.trim().split('\n')).toHaveLength(1);
   });
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createClient } from '../../src/oauth/clients.js';
+import { createClient } from '../../src/apps/registration.js';
 import { createUser } from '../../src/accounts/users.js';
 import { createCliTarget, runProgram, type CliTarget } from '../helpers/cli.js';
 
@@ -9,7 +9,12 @@ vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
 
 let target: CliTarget;
 const cli = (...args: string[]) => runProgram(args, target.env);
-const lines = (stdout: string) => stdout.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+const lines = (stdout: string) =>
+  stdout
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
 let clientIds: string[];
 
 beforeAll(async () => {
@@ -20,11 +25,20 @@ beforeAll(async () => {
     await migrateToLatest(handle.db);
     clientIds = [];
     for (let i = 0; i < 5; i++) {
-      const created = await createClient(handle.db, { name: `App ${i}`, kind: i % 2 ? 'bot' : 'tv', type: i % 2 ? 'confidential' : 'public', scopes: ['openid'] });
+      const created = await createClient(handle.db, {
+        name: `App ${i}`,
+        kind: i % 2 ? 'bot' : 'tv',
+        type: i % 2 ? 'confidential' : 'public',
+        scopes: ['openid'],
+      });
       clientIds.push(created.client_id);
     }
     clientIds.sort();
-    for (const [email, name] of [['ada@example.test', 'Ada Lovelace'], ['grace@example.test', 'Grace Hopper'], ['alan@example.test', 'Alan 100%_sure']]) {
+    for (const [email, name] of [
+      ['ada@example.test', 'Ada Lovelace'],
+      ['grace@example.test', 'Grace Hopper'],
+      ['alan@example.test', 'Alan 100%_sure'],
+    ]) {
       await createUser(handle.db, { email: email!, password: 'a long enough password', name });
     }
   } finally {
@@ -41,8 +55,37 @@ describe('listing and showing clients and users', () => {
     expect(firstPage.map((c) => c.client_id)).toEqual(clientIds.slice(0, 3));
     const next = lines((await cli('client', 'list', '--limit', '3', '--after', String(firstPage.at(-1)!.client_id))).stdout);
     expect(next.map((c) => c.client_id)).toEqual(clientIds.slice(3));
-    expect(Object.keys(firstPage[0]!).sort()).toEqual(['client_id', 'confirmation_phrase', 'created_at', 'disabled', 'dpop_bound_access_tokens', 'grant_types', 'introspection', 'kind', 'name', 'post_logout_redirect_uris', 'redirect_uris', 'scopes', 'type']);
+    expect(Object.keys(firstPage[0]!).sort()).toEqual([
+      'client_id',
+      'confirmation_phrase',
+      'created_at',
+      'disabled',
+      'dpop_bound_access_tokens',
+      'grant_types',
+      'introspection',
+      'kind',
+      'name',
+      'post_logout_redirect_uris',
+      'redirect_uris',
+      'scopes',
+      'ssf_all_users',
+      'type',
+    ]);
     expect(first.stdout).not.toMatch(/secret|hash/);
+  });
+
+  it('client update --ssf-all-users and --no-ssf-all-users switch whom the app hears of in Shared Signals, as client show says', async () => {
+    const clientId = clientIds[0]!;
+    expect(JSON.parse((await cli('client', 'show', clientId)).stdout).ssf_all_users).toBe(false);
+    const on = await cli('client', 'update', clientId, '--ssf-all-users');
+    expect(on.code, on.stderr).toBe(0);
+    expect(JSON.parse((await cli('client', 'show', clientId)).stdout).ssf_all_users).toBe(true);
+    const both = await cli('client', 'update', clientId, '--ssf-all-users', '--no-ssf-all-users');
+    expect(both.code).not.toBe(0);
+    expect(both.stderr).toMatch(/not both/);
+    const off = await cli('client', 'update', clientId, '--no-ssf-all-users');
+    expect(off.code, off.stderr).toBe(0);
+    expect(JSON.parse((await cli('client', 'show', clientId)).stdout).ssf_all_users).toBe(false);
   });
 
   it('client show prints one client; an unknown one says what to do', async () => {

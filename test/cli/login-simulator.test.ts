@@ -154,13 +154,14 @@ describe('device-auth login (device simulator)', () => {
 
   it('with no --issuer and no running server to ask, the error names the address it tried and says to pass --issuer', async () => {
     const nothingThere = await freePort();
-    const result = await runLogin(['--client', 'tv_anything'], { env: { PORT: String(nothingThere), DATA_DIR: `/tmp/device-auth-no-server-${nothingThere}` } }).done;
+    const result = await runLogin(['--client', 'tv_anything'], { env: { PORT: String(nothingThere), DATA_DIR: `/tmp/device-auth-no-server-${nothingThere}` } })
+      .done;
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(`cannot reach the server at http://localhost:${nothingThere}`);
     expect(result.stderr).toContain('Pass --issuer');
   });
 
-  it('an unknown client is refused with the server\'s reason', async () => {
+  it("an unknown client is refused with the server's reason", async () => {
     const result = await runLogin(['--client', 'tv_nobody', '--issuer', issuer]).done;
     expect(result.code).not.toBe(0);
     expect(result.stderr).toContain('invalid_client');

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { createDeps } from '../../src/deps.js';
+import { createDeps } from '../../src/compose.js';
 import { GeoDatabaseError } from '../../src/geo/locate.js';
 import { systemClock } from '../../src/lib/clock.js';
 import { TEST_KEY_ENCRYPTION_KEY } from '../helpers/app.js';
@@ -17,7 +17,9 @@ import { createTestDatabase } from '../helpers/database.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const folders: string[] = [];
-afterAll(() => folders.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+afterAll(() => {
+  for (const dir of folders) rmSync(dir, { recursive: true, force: true });
+});
 
 function run(bin: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -63,7 +65,11 @@ describe('bin/device-auth.js', () => {
 describe('location data in the CLI', () => {
   it('is not read when the dependencies are made, only at the first lookup (a bad GEOIP_DATABASE shows only then)', async () => {
     const database = await createTestDatabase();
-    const config = loadConfig({ ISSUER: 'http://localhost:3000', KEY_ENCRYPTION_KEY: TEST_KEY_ENCRYPTION_KEY, GEOIP_DATABASE: path.join(ROOT, 'package.json') });
+    const config = loadConfig({
+      ISSUER: 'http://localhost:3000',
+      KEY_ENCRYPTION_KEY: TEST_KEY_ENCRYPTION_KEY,
+      GEOIP_DATABASE: path.join(ROOT, 'package.json'),
+    });
     const deps = await createDeps({ database: database.handle, config, log: pino({ level: 'silent' }), clock: systemClock, locationData: 'on-first-use' });
     try {
       expect(() => deps.geo.locate('79.192.0.1')).toThrow(GeoDatabaseError);

@@ -11,8 +11,9 @@ describe('compiledOnce: a sql template compiled on its first call, bound on ever
   afterAll(() => database.drop());
 
   const fragment = (p: { n: number }) => sql`${p.n}::int * 10`;
-  const statement = compiledOnce((p: { n: number; label: string; at: Date }) =>
-    sql<{ twice: number; label: string; tenfold: number; constant: number; at: Date }>`
+  const statement = compiledOnce(
+    (p: { n: number; label: string; at: Date }) =>
+      sql<{ twice: number; label: string; tenfold: number; constant: number; at: Date }>`
       SELECT ${p.n}::int + ${p.n}::int AS twice, ${p.label}::text AS label, ${fragment(p)} AS tenfold,
              ${7}::int AS constant, ${p.at}::timestamptz AS at`,
   );
@@ -22,9 +23,7 @@ describe('compiledOnce: a sql template compiled on its first call, bound on ever
     const first = new Date('2026-01-02T03:04:05Z');
     const second = new Date('2027-06-07T08:09:10Z');
     expect((await statement(db, { n: 1, label: 'one', at: first })).rows).toEqual([{ twice: 2, label: 'one', tenfold: 10, constant: 7, at: first }]);
-    expect((await statement(db, { n: 21, label: 'two', at: second })).rows).toEqual([
-      { twice: 42, label: 'two', tenfold: 210, constant: 7, at: second },
-    ]);
+    expect((await statement(db, { n: 21, label: 'two', at: second })).rows).toEqual([{ twice: 42, label: 'two', tenfold: 210, constant: 7, at: second }]);
   });
 
   it('runs inside a transaction, on the transaction’s connection', async () => {

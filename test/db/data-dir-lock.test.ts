@@ -50,10 +50,11 @@ function snapshot(dir: string): string[] {
 }
 
 /** Runs a second server process to its end (bounded): its exit code and what it printed. */
-function secondServer(dataDir: string): Promise<{ code: number | null; output: string }> {
-  return new Promise(async (resolve) => {
+async function secondServer(dataDir: string): Promise<{ code: number | null; output: string }> {
+  const port = await freePort();
+  return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', 'tsx', SERVER], {
-      env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(await freePort()), DATA_DIR: dataDir, LOG_LEVEL: 'info' },
+      env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: 'info' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
@@ -68,54 +69,59 @@ function secondServer(dataDir: string): Promise<{ code: number | null; output: s
 }
 
 describe('one owner per embedded database', () => {
-  it('a second server, and a CLI command that would open the database itself, on a DATA_DIR a server holds are refused, naming the folder and the holder, having written nothing', async () => {
-    const dataDir = tempDataDir();
-    const first = await startServerProcess({ DATA_DIR: dataDir }, PROCESS_BOUND_MS);
-    try {
-      const before = snapshot(dataDir);
-      const second = await secondServer(dataDir);
-      expect(second.code).not.toBe(0);
-      expect(second.output).toContain(`the embedded database in ${dataDir} is in use by process ${first.child.pid}`);
+  it(
+    'a second server, and a CLI command that would open the database itself, on a DATA_DIR a server holds are refused, naming the folder and the holder, having written nothing',
+    async () => {
+      const dataDir = tempDataDir();
+      const first = await startServerProcess({ DATA_DIR: dataDir }, PROCESS_BOUND_MS);
+      try {
+        const before = snapshot(dataDir);
+        const second = await secondServer(dataDir);
+        expect(second.code).not.toBe(0);
+        expect(second.output).toContain(`the embedded database in ${dataDir} is in use by process ${first.child.pid}`);
 
-      // A command that opens the database itself is refused the same way...
-      const migrate = await runProgram(['migrate'], { DATA_DIR: dataDir });
-      expect(migrate.code).not.toBe(0);
-      expect(migrate.stderr).toContain(`the embedded database in ${dataDir} is in use by process ${first.child.pid}`);
-      expect(snapshot(dataDir)).toEqual(before);
-      // ...while the others go through the running server's admin socket (test/cli/server-running.test.ts).
-      // The first is untouched and still serves.
-      expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
-      expect(JSON.parse(readFileSync(path.join(dataDir, 'device-auth.lock'), 'utf8')).pid).toBe(first.child.pid);
-    } finally {
-      expect(await first.stop('SIGTERM')).toBe(0);
-    }
-    // A clean stop leaves no lock, and the folder opens again.
-    expect(existsSync(path.join(dataDir, 'device-auth.lock'))).toBe(false);
-    const users = await runProgram(['user', 'list'], { DATA_DIR: dataDir });
-    expect(users.stderr).not.toContain('in use');
-  }, TEST_BOUND_MS);
+        // A command that opens the database itself is refused the same way...
+        const migrate = await runProgram(['migrate'], { DATA_DIR: dataDir });
+        expect(migrate.code).not.toBe(0);
+        expect(migrate.stderr).toContain(`the embedded database in ${dataDir} is in use by process ${first.child.pid}`);
+        expect(snapshot(dataDir)).toEqual(before);
+        // ...while the others go through the running server's admin socket (test/cli/server-running.test.ts).
+        // The first is untouched and still serves.
+        expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
+        expect(JSON.parse(readFileSync(path.join(dataDir, 'device-auth.lock'), 'utf8')).pid).toBe(first.child.pid);
+      } finally {
+        expect(await first.stop('SIGTERM')).toBe(0);
+      }
+      // A clean stop leaves no lock, and the folder opens again.
+      expect(existsSync(path.join(dataDir, 'device-auth.lock'))).toBe(false);
+      const users = await runProgram(['user', 'list'], { DATA_DIR: dataDir });
+      expect(users.stderr).not.toContain('in use');
+    },
+    TEST_BOUND_MS,
+  );
 
-  it('a lock left by a crashed server does not block the next start', async () => {
-    const dataDir = tempDataDir();
-    const crashed = await startServerProcess({ DATA_DIR: dataDir }, PROCESS_BOUND_MS);
-    expect(await crashed.stop('SIGKILL')).toBeNull();
-    expect(existsSync(path.join(dataDir, 'device-auth.lock'))).toBe(true);
-    const next = await startServerProcess({ DATA_DIR: dataDir }, PROCESS_BOUND_MS);
-    try {
-      expect((await fetch(`${next.url}/readyz`)).status).toBe(200);
-      expect(JSON.parse(readFileSync(path.join(dataDir, 'device-auth.lock'), 'utf8')).pid).toBe(next.child.pid);
-    } finally {
-      expect(await next.stop('SIGTERM')).toBe(0);
-    }
-  }, TEST_BOUND_MS);
+  it(
+    'a lock left by a crashed server does not block the next start',
+    async () => {
+      const dataDir = tempDataDir();
+      const crashed = await startServerProcess({ DATA_DIR: dataDir }, PROCESS_BOUND_MS);
+      expect(await crashed.stop('SIGKILL')).toBeNull();
+      expect(existsSync(path.join(dataDir, 'device-auth.lock'))).toBe(true);
+      const next = await startServerProcess({ DATA_DIR: dataDir }, PROCESS_BOUND_MS);
+      try {
+        expect((await fetch(`${next.url}/readyz`)).status).toBe(200);
+        expect(JSON.parse(readFileSync(path.join(dataDir, 'device-auth.lock'), 'utf8')).pid).toBe(next.child.pid);
+      } finally {
+        expect(await next.stop('SIGTERM')).toBe(0);
+      }
+    },
+    TEST_BOUND_MS,
+  );
 
   it('a lock naming a pid that now belongs to another process (pid reuse) does not block either', async () => {
     const dataDir = tempDataDir();
     // This test process is alive, but did not start at the time the lock says.
-    writeFileSync(
-      path.join(dataDir, 'device-auth.lock'),
-      JSON.stringify({ pid: process.pid, host: (await import('node:os')).hostname(), processStart: '1' }),
-    );
+    writeFileSync(path.join(dataDir, 'device-auth.lock'), JSON.stringify({ pid: process.pid, host: (await import('node:os')).hostname(), processStart: '1' }));
     const handle = await connectDatabase({ dataDir });
     await handle.close();
   });

@@ -24,10 +24,16 @@ describe('isDatabaseUnavailable: 503 for a database that is away, never for a re
     ['08001 sqlclient_unable_to_establish_sqlconnection', serverError('08001', 'could not connect')],
     ['while connecting: 57P03 cannot_connect_now (starting up)', new DatabaseUnavailableError(serverError('57P03', 'the database system is starting up'))],
     ['while connecting: 53300 too_many_connections', new DatabaseUnavailableError(serverError('53300', 'sorry, too many clients already'))],
-    ['while connecting: 55000 not accepting connections', new DatabaseUnavailableError(serverError('55000', 'database "x" is not currently accepting connections'))],
+    [
+      'while connecting: 55000 not accepting connections',
+      new DatabaseUnavailableError(serverError('55000', 'database "x" is not currently accepting connections')),
+    ],
     ['while connecting: 28P01 password rotated', new DatabaseUnavailableError(serverError('28P01', 'password authentication failed for user "app"'))],
     ['while connecting: 3D000 database missing', new DatabaseUnavailableError(serverError('3D000', 'database "x" does not exist'))],
-    ['pg-pool: its connection timeout around a failed connect', new Error('Connection terminated due to connection timeout', { cause: new DatabaseUnavailableError(new Error('timeout expired')) })],
+    [
+      'pg-pool: its connection timeout around a failed connect',
+      new Error('Connection terminated due to connection timeout', { cause: new DatabaseUnavailableError(new Error('timeout expired')) }),
+    ],
     ['ECONNREFUSED', systemError('ECONNREFUSED')],
     ['ECONNRESET on a read', systemError('ECONNRESET', 'read')],
     ['ENOENT of a missing Unix socket', systemError('ENOENT')],
@@ -65,7 +71,11 @@ describe('isDatabaseUnavailable: 503 for a database that is away, never for a re
     it('a pool pointed at a loopback port where nothing listens fails with an unavailable error', async () => {
       const handle = await connectDatabase({ databaseUrl: `postgres://postgres@127.0.0.1:${await freePort()}/none`, dataDir: 'unused' });
       try {
-        const error = await handle.db.selectFrom('users').select('user_id').execute().catch((e: unknown) => e);
+        const error = await handle.db
+          .selectFrom('users')
+          .select('user_id')
+          .execute()
+          .catch((e: unknown) => e);
         expect(isDatabaseUnavailable(error)).toBe(true);
       } finally {
         await handle.close();
@@ -90,7 +100,10 @@ describe('isDatabaseUnavailable: 503 for a database that is away, never for a re
 
     it('a constraint violation on the test database is not', async () => {
       const insert = () =>
-        database.handle.db.insertInto('server_secrets').values({ name: 'duplicate-check', value: new Uint8Array([1]) }).execute();
+        database.handle.db
+          .insertInto('server_secrets')
+          .values({ name: 'duplicate-check', value: new Uint8Array([1]) })
+          .execute();
       await insert();
       const error = await insert().catch((e: unknown) => e);
       expect(error).toBeInstanceOf(Error);
@@ -107,6 +120,9 @@ describe('describeUnavailable: what a log line says, bounded', () => {
   });
 
   it('names the first attempt of a refusal by every address (an AggregateError has no message)', () => {
-    expect(describeUnavailable(new AggregateError([systemError('ECONNREFUSED')], ''))).toEqual({ reason: 'connect ECONNREFUSED 127.0.0.1:5432', code: 'ECONNREFUSED' });
+    expect(describeUnavailable(new AggregateError([systemError('ECONNREFUSED')], ''))).toEqual({
+      reason: 'connect ECONNREFUSED 127.0.0.1:5432',
+      code: 'ECONNREFUSED',
+    });
   });
 });

@@ -1,7 +1,18 @@
 import type { Page, Request } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { basicAuth, seedUser } from '../helpers/app.js';
-import { devicePoll, expectHeading, expectTokens, expectVisible, openPage, scrollWidth, screenshot, seedTvAndBot, signInHere, useE2e } from '../helpers/chromium.js';
+import {
+  devicePoll,
+  expectHeading,
+  expectTokens,
+  expectVisible,
+  openPage,
+  scrollWidth,
+  screenshot,
+  seedTvAndBot,
+  signInHere,
+  useE2e,
+} from '../helpers/chromium.js';
 import { decide, startDeviceFlow } from '../helpers/device.js';
 
 const suite = useE2e(seedTvAndBot);
@@ -72,7 +83,7 @@ describe('Devices page', () => {
 });
 
 describe('Connected apps', () => {
-  it('removes an app\'s access: the app leaves the list and its devices stop working', async () => {
+  it("removes an app's access: the app leaves the list and its devices stop working", async () => {
     const user = await seedUser(suite.e2e.t);
     const tvToken = await connect(suite.tv, user.userId);
     const botToken = await connect(suite.bot, user.userId);

@@ -1,7 +1,18 @@
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { basicAuth, seedUser } from '../helpers/app.js';
-import { devicePoll, expectHeading, expectTokens, expectVisible, openPage, requestCodeFrom, screenshot, scrollWidth, seedTvAndBot, useE2e } from '../helpers/chromium.js';
+import {
+  devicePoll,
+  expectHeading,
+  expectTokens,
+  expectVisible,
+  openPage,
+  requestCodeFrom,
+  screenshot,
+  scrollWidth,
+  seedTvAndBot,
+  useE2e,
+} from '../helpers/chromium.js';
 
 /**
  * Issue 20 §5: the second language in Chromium. The browser's own language setting (its

@@ -103,7 +103,13 @@ describe('the pages a TV owner reads, at 360 px and on a desktop', () => {
     const page = await signedInAt(TELEKOM, user);
     await expectHeading(page, 'Connect a device');
     await atEveryWidth(page, 'code-entry', async (width) => {
-      await expectDrawnInOrder([['the code field', page.getByLabel('Code')], ['Continue', page.getByRole('button', { name: 'Continue' })]], width);
+      await expectDrawnInOrder(
+        [
+          ['the code field', page.getByLabel('Code')],
+          ['Continue', page.getByRole('button', { name: 'Continue' })],
+        ],
+        width,
+      );
     });
     await submitCode(page, started.user_code);
     const parts = approvalParts(page);
@@ -112,7 +118,13 @@ describe('the pages a TV owner reads, at 360 px and on a desktop', () => {
     await atEveryWidth(page, 'approval-plain', async (width) => {
       // No warning: the device's words describe it beside the app, marked as its own.
       await expectDrawnInOrder(
-        [['the app name', parts.appName], ['the device\'s claim', parts.claim], ['where it came from', parts.origin], ['the phrase', parts.phrases], ['the buttons', parts.buttons]],
+        [
+          ['the app name', parts.appName],
+          ["the device's claim", parts.claim],
+          ['where it came from', parts.origin],
+          ['the phrase', parts.phrases],
+          ['the buttons', parts.buttons],
+        ],
         width,
       );
       expect(await background(parts.approve)).toBe(PRIMARY);
@@ -123,7 +135,7 @@ describe('the pages a TV owner reads, at 360 px and on a desktop', () => {
     await expectTokens(await devicePoll(suite.e2e, suite.tv.clientId, started));
   });
 
-  it('an approval under a warning: the device\'s own words only after the buttons, Deny primary and first, at both widths', async () => {
+  it("an approval under a warning: the device's own words only after the buttons, Deny primary and first, at both widths", async () => {
     const user = await seedUser(suite.e2e.t);
     const flow = await requestWithClaimFrom(COMCAST);
     const page = await signedInAt(TELEKOM, user);
@@ -139,7 +151,7 @@ describe('the pages a TV owner reads, at 360 px and on a desktop', () => {
           ['the warning', parts.warning],
           ['the phrase', parts.phrases],
           ['the buttons', parts.buttons],
-          ['the device\'s claim', parts.claim],
+          ["the device's claim", parts.claim],
         ],
         width,
       );
@@ -155,7 +167,7 @@ describe('the pages a TV owner reads, at 360 px and on a desktop', () => {
     expect((await devicePoll(suite.e2e, suite.tv.clientId, flow)).json().error).toBe('access_denied');
   });
 
-  it('a bot\'s approval under a warning speaks of the bot, in the same order', async () => {
+  it("a bot's approval under a warning speaks of the bot, in the same order", async () => {
     const user = await seedUser(suite.e2e.t);
     const started = await requestCodeFrom(suite.e2e, suite.bot.clientId, COMCAST, { authorization: basicAuth(suite.bot.clientId, suite.bot.clientSecret!) });
     const page = await signedInAt(TELEKOM, user, '/activate/bot');
@@ -165,7 +177,16 @@ describe('the pages a TV owner reads, at 360 px and on a desktop', () => {
     await expectVisible(page.getByRole('checkbox', { name: 'I started this myself, on my own bot' }));
     expect(await page.locator('main').innerText()).not.toMatch(/in front of|device/i);
     await atEveryWidth(page, 'approval-bot', async (width) => {
-      await expectDrawnInOrder([['the app name', parts.appName], ['where it came from', parts.origin], ['the warning', parts.warning], ['the phrase', parts.phrases], ['the buttons', parts.buttons]], width);
+      await expectDrawnInOrder(
+        [
+          ['the app name', parts.appName],
+          ['where it came from', parts.origin],
+          ['the warning', parts.warning],
+          ['the phrase', parts.phrases],
+          ['the buttons', parts.buttons],
+        ],
+        width,
+      );
       expect(await background(parts.deny)).toBe(PRIMARY);
     });
   });
@@ -187,7 +208,14 @@ describe('the pages a TV owner reads, at 360 px and on a desktop', () => {
     await atEveryWidth(page, 'devices', async (width) => {
       const footer = page.locator('footer.page-footer');
       expect(await footer.count()).toBe(1);
-      await expectDrawnInOrder([['the heading', page.getByRole('heading', { level: 1 })], ['the waiting device', page.locator('li.waiting')], ['the credits', footer]], width);
+      await expectDrawnInOrder(
+        [
+          ['the heading', page.getByRole('heading', { level: 1 })],
+          ['the waiting device', page.locator('li.waiting')],
+          ['the credits', footer],
+        ],
+        width,
+      );
     });
 
     await page.goto(`${suite.e2e.origin}/account/apps`);

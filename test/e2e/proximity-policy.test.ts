@@ -33,7 +33,7 @@ const HETZNER = '88.198.0.1';
 const requestFrom = (address: string) => requestCodeFrom(suite.e2e, suite.tv.clientId, address);
 const approverAt = (address: string) => approverFrom(suite.e2e, address);
 
-describe('the operator\'s proximity policy', () => {
+describe("the operator's proximity policy", () => {
   it('deny: a request from a hosting network is refused with a clear page, and the device hears access_denied', async () => {
     const started = await requestFrom(HETZNER);
     const page = await approverAt(TELEKOM_PHONE);

@@ -80,7 +80,7 @@ describe('the approval page says where a request came from', () => {
     const started = await requestFrom(HETZNER);
     const page = await approverAt(TELEKOM_PHONE, 'proximity-hosting');
     await submitCode(page, started.user_code);
-    await expectVisible(page.getByText("This request came from a hosting provider’s network, not from a home or office."));
+    await expectVisible(page.getByText('This request came from a hosting provider’s network, not from a home or office.'));
     const approve = await page.getByRole('button', { name: 'Approve', exact: true }).boundingBox();
     const deny = await page.getByRole('button', { name: 'Deny', exact: true }).boundingBox();
     expect(Math.abs(approve!.height - deny!.height)).toBeLessThanOrEqual(1);

@@ -101,7 +101,12 @@ describe('a web app signs its user in with openid-client (authorization code + P
       const callback = await signInOnTheWeb(page, url, user, app.name);
       expect(callback.searchParams.get('iss')).toBe(suite.e2e.origin);
 
-      const tokens = await oidc.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier, expectedState: state, expectedNonce: nonce, idTokenExpected: true });
+      const tokens = await oidc.authorizationCodeGrant(config, callback, {
+        pkceCodeVerifier: verifier,
+        expectedState: state,
+        expectedNonce: nonce,
+        idTokenExpected: true,
+      });
       const claims = tokens.claims();
       expect(claims?.sub).toBe(user.userId);
       expect(claims?.nonce).toBe(nonce);

@@ -116,20 +116,12 @@ describe('addresses that are nowhere on the map say so plainly', () => {
     expect(geo.locate(address)).toEqual({ address: shown, kind, ...nowhere });
   });
 
-  it.each([
-    ['not-an-ip'],
-    [''],
-    ['\0'],
-    ['8.8.8.8\0'],
-    [' 8.8.8.8'],
-    ['8.8.8.8/24'],
-    ['1.2.3'],
-    ['01.02.03.04'],
-    ['\uD800'],
-    ['fe80::1%'],
-  ])('%j is no address: unknown, shown as given', (given) => {
-    expect(geo.locate(given)).toEqual({ address: given, kind: 'unknown', ...nowhere });
-  });
+  it.each([['not-an-ip'], [''], ['\0'], ['8.8.8.8\0'], [' 8.8.8.8'], ['8.8.8.8/24'], ['1.2.3'], ['01.02.03.04'], ['\uD800'], ['fe80::1%']])(
+    '%j is no address: unknown, shown as given',
+    (given) => {
+      expect(geo.locate(given)).toEqual({ address: given, kind: 'unknown', ...nowhere });
+    },
+  );
 
   it('a long text that is no address is cut to 64 characters, whole characters only', () => {
     expect(geo.locate('x'.repeat(10_000)).address).toBe('x'.repeat(64));
@@ -182,7 +174,7 @@ describe('the relay list (relay, VPN and CDN egress)', () => {
     expect(RELAY_NETWORKS.filter((entry) => hosting.has(entry.asn))).toEqual([]);
   });
 
-  it('a trusted proxy\'s own address is of kind proxy and located nowhere, other addresses as before', async () => {
+  it("a trusted proxy's own address is of kind proxy and located nowhere, other addresses as before", async () => {
     const behindProxy = await loadGeo({ trustedProxies: ['104.28.0.0/16', '2a09:bac0::/29', 'loopback'] });
     expect(behindProxy.locate('104.28.13.1')).toEqual({ ...place('104.28.13.1', {}), kind: 'proxy' });
     expect(behindProxy.locate('2a09:bac1::7').kind).toBe('proxy');
@@ -247,7 +239,10 @@ describe('GEOIP_DATABASE: city names from a MaxMind City database', () => {
 describe('createDeps', () => {
   it('gives every part of the server the same lookup, with the City database when configured', async () => {
     const cityDatabase = path.join(folder, 'Deps-City.mmdb');
-    writeFileSync(cityDatabase, writeMmdb({ databaseType: 'GeoIP2-City', networks: [{ network: '88.198.0.0/16', data: { city: { names: { en: 'Nuremberg' } } } }] }));
+    writeFileSync(
+      cityDatabase,
+      writeMmdb({ databaseType: 'GeoIP2-City', networks: [{ network: '88.198.0.0/16', data: { city: { names: { en: 'Nuremberg' } } } }] }),
+    );
     const app = await startTestApp({ env: { GEOIP_DATABASE: cityDatabase } });
     try {
       expect(app.deps.geo.locate('88.198.0.1')).toMatchObject({ country: 'DE', city: 'Nuremberg', network: 'Hetzner Online GmbH', hosting: true });
@@ -260,7 +255,9 @@ describe('createDeps', () => {
     const database = await createTestDatabase();
     try {
       await expect(startTestApp({ database, env: { GEOIP_DATABASE: SHIPPED_COUNTRY_DATABASE } })).rejects.toThrow(
-        new ConfigError(`invalid configuration: GEOIP_DATABASE: ${SHIPPED_COUNTRY_DATABASE} is a "country ipvAll" database; a City database (e.g. GeoLite2-City.mmdb) is needed`),
+        new ConfigError(
+          `invalid configuration: GEOIP_DATABASE: ${SHIPPED_COUNTRY_DATABASE} is a "country ipvAll" database; a City database (e.g. GeoLite2-City.mmdb) is needed`,
+        ),
       );
     } finally {
       await database.drop();

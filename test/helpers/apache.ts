@@ -8,8 +8,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { rememberCookies } from './web.js';
 
 /** Debian's Apache 2.4 and mod_auth_openidc (apache2, libapache2-mod-auth-openidc; .ci/run installs them). */
-export const APACHE_BINARY = '/usr/sbin/apache2';
-export const MODULES = '/usr/lib/apache2/modules';
+const APACHE_BINARY = '/usr/sbin/apache2';
+const MODULES = '/usr/lib/apache2/modules';
 export const apacheAvailable = () => existsSync(APACHE_BINARY) && existsSync(path.join(MODULES, 'mod_auth_openidc.so'));
 
 /** One relying party: a virtual host on its own loopback port with its own mod_auth_openidc configuration. */

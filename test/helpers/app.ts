@@ -1,13 +1,15 @@
+import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
-import { createDeps, type Deps } from '../../src/deps.js';
+import { createDeps } from '../../src/compose.js';
+import type { Deps } from '../../src/deps.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { loggerOptions } from '../../src/lib/logging.js';
-import { createClient } from '../../src/oauth/clients.js';
+import { createClient } from '../../src/apps/registration.js';
 import { createUser } from '../../src/accounts/users.js';
-import type { HostResolver } from '../../src/oauth/device/icon-fetch.js';
+import type { HostResolver } from '../../src/lib/outbound-address.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 
 export interface TestApp {
@@ -20,7 +22,7 @@ export interface TestApp {
 }
 
 /** Real time plus whatever the test has skipped ahead: for clients that really wait. */
-export class RealTimeClock extends ManualClock {
+class RealTimeClock extends ManualClock {
   #offsetMs = 0;
   override now(): Date {
     return new Date(Date.now() + this.#offsetMs);
@@ -40,13 +42,22 @@ export interface TestAppOptions {
   database?: TestDatabase;
   /** How the icon fetcher finds hosts and whom it trusts; by default it finds none (below). */
   iconFetching?: { resolve?: HostResolver; extraCertificates?: readonly string[] };
+  /** How deliveries of events (webhooks, Shared Signals push) find hosts; by default IP literals only (below). */
+  outbound?: { resolve?: HostResolver; extraCertificates?: readonly string[] };
 }
 
 /**
  * Tests send icon URLs of hosts that do not exist, and must never reach the network: without an
  * icon server of their own (helpers/icon-server.ts), no host name or address is resolved.
  */
-export const resolveNothing: HostResolver = async (hostname) => {
+const resolveNothing: HostResolver = async (hostname) => {
+  throw Object.assign(new Error(`no name resolution in tests: ${hostname}`), { code: 'ENOTFOUND' });
+};
+
+/** Receivers in tests listen on 127.0.0.1: an address stands for itself, and no name is resolved. */
+export const resolveLiteralsOnly: HostResolver = async (hostname) => {
+  const family = isIP(hostname);
+  if (family !== 0) return [{ address: hostname, family }];
   throw Object.assign(new Error(`no name resolution in tests: ${hostname}`), { code: 'ENOTFOUND' });
 };
 
@@ -67,15 +78,14 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     ...options.env,
   });
   const clock = options.realTime ? new RealTimeClock() : new ManualClock();
-  const log = options.logSink
-    ? pino(loggerOptions('trace'), { write: (line: string) => options.logSink?.(line) })
-    : pino({ level: 'silent' });
+  const log = options.logSink ? pino(loggerOptions('trace'), { write: (line: string) => options.logSink?.(line) }) : pino({ level: 'silent' });
   const deps = await createDeps({
     database: database.handle,
     config,
     log,
     clock,
     iconFetching: { resolve: resolveNothing, ...options.iconFetching },
+    outbound: { resolve: resolveLiteralsOnly, ...options.outbound },
   });
   const app = await buildApp(deps, { logger: options.logSink ? log : false });
   await app.ready();
@@ -108,7 +118,9 @@ export const NO_RATE_LIMITS: Record<string, string> = {
   RATE_LIMIT_TOKEN_PER_CLIENT: 'off',
   RATE_LIMIT_TOKEN_PER_IP: 'off',
   RATE_LIMIT_USERINFO_PER_IP: 'off',
+  RATE_LIMIT_INTROSPECT_PER_CLIENT: 'off',
   RATE_LIMIT_INTROSPECT_PER_IP: 'off',
+  RATE_LIMIT_REVOKE_PER_CLIENT: 'off',
   RATE_LIMIT_REVOKE_PER_IP: 'off',
 };
 
@@ -176,7 +188,11 @@ export const FORM = { 'content-type': 'application/x-www-form-urlencoded' } as c
  * announcement, which arrives a moment after the commit. `announced(result)` says whether the
  * change wrote anything; a refused one is announced to nobody.
  */
-export async function afterAnnounced<T>(t: { deps: Pick<Deps, 'clients'> }, change: () => Promise<T>, announced: (result: T) => boolean = () => true): Promise<T> {
+export async function afterAnnounced<T>(
+  t: { deps: Pick<Deps, 'clients'> },
+  change: () => Promise<T>,
+  announced: (result: T) => boolean = () => true,
+): Promise<T> {
   const { clients } = t.deps;
   const heardBefore = clients.announcementsHeard;
   const result = await change();

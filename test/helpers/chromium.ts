@@ -10,7 +10,7 @@ import { fetchingFrom, pngHandler, startIconServer, type IconServer } from './ic
 import { freePort } from './server-process.js';
 
 /** Debian's package; `.ci/run` installs it when missing. Never a downloaded browser. */
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
 const CHROMIUM_ARGS = [
   '--no-sandbox',
@@ -22,8 +22,7 @@ const CHROMIUM_ARGS = [
   '--disable-quic',
 ];
 
-export const SCREENSHOTS = fileURLToPath(new URL('../../test-artifacts/screenshots/', import.meta.url));
-
+const SCREENSHOTS = fileURLToPath(new URL('../../test-artifacts/screenshots/', import.meta.url));
 
 /** Bounds every wait on a page: a missing element fails the test in seconds, not at the test timeout. */
 const ACTION_TIMEOUT_MS = 10_000;
@@ -41,7 +40,7 @@ export interface E2e {
 }
 
 /** The app listening on loopback with a manual clock, and a headless Chromium to drive it. */
-export async function startE2e(env: Record<string, string> = {}): Promise<E2e> {
+async function startE2e(env: Record<string, string> = {}): Promise<E2e> {
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
   const iconServer = await startIconServer();

@@ -24,10 +24,15 @@ export interface CliResult {
  */
 export function runProgram(args: string[], env: Record<string, string | undefined>, timeoutMs = 60_000, stdin: string | Buffer = ''): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH, KEY_ENCRYPTION_KEY: TEST_KEY_ENCRYPTION_KEY, ...env }, timeout: timeoutMs }, (error, stdout, stderr) => {
-      const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
-      resolve({ code, stdout, stderr, argv: child.spawnargs });
-    });
+    const child = execFile(
+      process.execPath,
+      [BIN, ...args],
+      { env: { PATH: process.env.PATH, KEY_ENCRYPTION_KEY: TEST_KEY_ENCRYPTION_KEY, ...env }, timeout: timeoutMs },
+      (error, stdout, stderr) => {
+        const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+        resolve({ code, stdout, stderr, argv: child.spawnargs });
+      },
+    );
     child.stdin?.end(stdin);
   });
 }

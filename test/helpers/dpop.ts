@@ -20,7 +20,7 @@ export async function dpopKey(alg = 'ES256'): Promise<DpopKey> {
   return { alg, privateKey, jwk, jkt: await calculateJwkThumbprint(jwk, 'sha256') };
 }
 
-export const ISSUER = 'http://localhost:3000';
+const ISSUER = 'http://localhost:3000';
 
 export interface ProofOptions {
   htm?: string;
@@ -50,9 +50,7 @@ export async function proofFor(key: DpopKey, options: ProofOptions = {}): Promis
   if (options.accessToken !== undefined) payload.ath = createHash('sha256').update(options.accessToken).digest('base64url');
   if (options.ath !== undefined) payload.ath = options.ath;
   if (options.nonce !== undefined) payload.nonce = options.nonce;
-  return new SignJWT(payload)
-    .setProtectedHeader({ alg: key.alg, typ: options.typ ?? 'dpop+jwt', jwk: options.jwk ?? key.jwk })
-    .sign(key.privateKey);
+  return new SignJWT(payload).setProtectedHeader({ alg: key.alg, typ: options.typ ?? 'dpop+jwt', jwk: options.jwk ?? key.jwk }).sign(key.privateKey);
 }
 
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');

@@ -3,7 +3,7 @@ import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { isIP } from 'node:net';
 import { generate } from 'selfsigned';
-import type { HostResolver } from '../../src/oauth/device/icon-fetch.js';
+import type { HostResolver } from '../../src/lib/outbound-address.js';
 
 /**
  * A device's icon host on loopback, over https with a certificate of its own: stands for the

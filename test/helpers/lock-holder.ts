@@ -27,9 +27,7 @@ export async function holdLocks(databaseUrl: string): Promise<LockHolder> {
     for (let i = 0; i < 500; i++) {
       // Inside a transaction, pg_stat_activity is read once unless the snapshot is cleared.
       await holder.query('SELECT pg_stat_clear_snapshot()');
-      const { rows } = await holder.query(
-        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-      );
+      const { rows } = await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
       if (rows[0].n >= waiters) return;
       await new Promise((resolve) => setTimeout(resolve, 10));
     }

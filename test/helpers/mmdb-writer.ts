@@ -43,8 +43,7 @@ export function writeMmdb(options: { databaseType: string; networks: MmdbNetwork
     nodes[node]![bits[bits.length - 1]!] = { data: offset };
   }
   const nodeCount = nodes.length;
-  const recordValue = (record: TreeRecord) =>
-    record === null ? nodeCount : 'node' in record ? record.node : nodeCount + 16 + record.data;
+  const recordValue = (record: TreeRecord) => (record === null ? nodeCount : 'node' in record ? record.node : nodeCount + 16 + record.data);
   const tree = Buffer.alloc((nodeCount * RECORD_BITS * 2) / 8);
   nodes.forEach(([left, right], index) => {
     tree.writeUIntBE(recordValue(left), index * 6, 3);

@@ -84,7 +84,9 @@ export async function createThrowawayCluster(options: ThrowawayClusterOptions = 
   live.add(emergencyStop);
   if (!exitHookInstalled) {
     exitHookInstalled = true;
-    process.once('exit', () => live.forEach((stop) => stop()));
+    process.once('exit', () => {
+      for (const stop of live) stop();
+    });
   }
 
   const url = (database = 'postgres') => `postgres://postgres@127.0.0.1:${port}/${database}`;

@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import { hashOpaque } from '../../src/oauth/tokens.js';
+import { hashOpaque } from '../../src/oauth/opaque-tokens.js';
 import { basicAuth, FORM, form, seedClient, seedUser, startTestApp, type TestApp } from './app.js';
 import { decide, poll, startDeviceFlow } from './device.js';
 
@@ -82,8 +82,7 @@ export async function refreshed(t: TestApp, client: TestClient, refreshToken: st
   return res.json();
 }
 
-export const revoke = (t: TestApp, client: TestClient, token: string, hint?: string) =>
-  postAs(t, client, '/oauth/revoke', { token, token_type_hint: hint });
+export const revoke = (t: TestApp, client: TestClient, token: string, hint?: string) => postAs(t, client, '/oauth/revoke', { token, token_type_hint: hint });
 
 export async function introspection(t: TestApp, resourceServer: TestClient, token: string) {
   const res = await postAs(t, resourceServer, '/oauth/introspect', { token });
@@ -104,16 +103,11 @@ export async function grantOf(t: TestApp, token: string) {
 }
 
 export async function eventsOf(t: TestApp, grantId: string) {
-  return t.deps.db.selectFrom('grant_events').select(['event', 'reason', 'client_ip']).where('grant_id', '=', grantId).orderBy('event_id').execute();
+  return t.deps.db.selectFrom('events').select(['type', 'reason', 'client_ip']).where('grant_id', '=', grantId).orderBy('event_id').execute();
 }
 
 /** Every given token is refused everywhere: inactive, no userinfo, no refresh. */
-export async function expectAllRefused(
-  t: TestApp,
-  resourceServer: TestClient,
-  client: TestClient,
-  tokens: { access: string[]; refresh: string[] },
-) {
+export async function expectAllRefused(t: TestApp, resourceServer: TestClient, client: TestClient, tokens: { access: string[]; refresh: string[] }) {
   for (const token of tokens.access) {
     expect(await introspection(t, resourceServer, token)).toEqual({ active: false });
     expect((await userinfo(t, token)).statusCode).toBe(401);

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Response } from 'light-my-request';
+import type { LightMyRequestResponse as Response } from 'fastify';
 import { expect } from 'vitest';
 import { s256Challenge } from '../../src/oauth/pkce.js';
 import { seedClient, type TestApp } from './app.js';
@@ -56,7 +56,12 @@ export function answerAtApp(response: Response, redirectUri = REDIRECT_URI): URL
 }
 
 function unescapeHtml(text: string): string {
-  return text.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+  return text
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
 }
 
 /** The hidden fields of a page's form (the consent page's copy of the request), unescaped. */

@@ -18,10 +18,7 @@ export interface WebResponse {
 }
 
 /** One request, never following redirects, bounded in time. */
-export async function send(
-  url: string,
-  options: { headers?: Record<string, string>; form?: Record<string, string | undefined> } = {},
-): Promise<WebResponse> {
+export async function send(url: string, options: { headers?: Record<string, string>; form?: Record<string, string | undefined> } = {}): Promise<WebResponse> {
   const response = await fetch(url, {
     method: options.form ? 'POST' : 'GET',
     headers: { ...(options.form ? FORM : {}), ...options.headers },
@@ -100,13 +97,12 @@ export async function approveOverHttp(
   return browser.post(`${page}/decision`, { user_code: userCode, request_handle: requestHandle, action: 'approve', phrase }, options);
 }
 
-export function postAsOverHttp(server: string, client: TestClient, path: string, fields: Record<string, string | undefined>) {
+function postAsOverHttp(server: string, client: TestClient, path: string, fields: Record<string, string | undefined>) {
   const { fields: auth, headers } = authentication(client);
   return send(`${server}${path}`, { headers, form: { ...auth, ...fields } });
 }
 
-export const requestCodeOverHttp = (server: string, client: TestClient, scope?: string) =>
-  postAsOverHttp(server, client, '/oauth/device/code', { scope });
+export const requestCodeOverHttp = (server: string, client: TestClient, scope?: string) => postAsOverHttp(server, client, '/oauth/device/code', { scope });
 export const pollOverHttp = (server: string, client: TestClient, deviceCode: string) =>
   postAsOverHttp(server, client, '/oauth/token', { grant_type: DEVICE_GRANT, device_code: deviceCode });
 export const refreshOverHttp = (server: string, client: TestClient, refreshToken: string) =>

@@ -8,7 +8,11 @@ const requests = [
   ['sign-in page', { method: 'GET', url: '/signin' }, 200],
   ['redirect to sign-in', { method: 'GET', url: '/activate' }, 303],
   ['token request without a client', { method: 'POST', url: '/oauth/token', headers: FORM, payload: 'grant_type=password' }, 401],
-  ['unknown client at introspection', { method: 'POST', url: '/oauth/introspect', headers: { ...FORM, authorization: basicAuth('nobody', 'x') }, payload: 'token=x' }, 401],
+  [
+    'unknown client at introspection',
+    { method: 'POST', url: '/oauth/introspect', headers: { ...FORM, authorization: basicAuth('nobody', 'x') }, payload: 'token=x' },
+    401,
+  ],
   ['JSON body refused', { method: 'POST', url: '/oauth/token', headers: { 'content-type': 'application/json' }, payload: '{}' }, 415],
   ['unknown path', { method: 'GET', url: '/no/such/page' }, 404],
 ] as const;
@@ -54,8 +58,13 @@ describe('Content-Security-Policy of pages', () => {
       ['404 page', await signedIn.get('/no/such/page')],
     ] as const;
     for (const [name, res] of pages) {
-      const directives = String(res.headers['content-security-policy']).split(';').map((d) => d.trim());
-      expect(directives.filter((d) => d.startsWith('img-src')), name).toEqual(["img-src 'self'"]);
+      const directives = String(res.headers['content-security-policy'])
+        .split(';')
+        .map((d) => d.trim());
+      expect(
+        directives.filter((d) => d.startsWith('img-src')),
+        name,
+      ).toEqual(["img-src 'self'"]);
       for (const directive of directives) expect(directive, name).not.toMatch(/https?:|\*|data:/);
     }
   });

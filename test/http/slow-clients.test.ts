@@ -9,7 +9,8 @@ import { startTestApp, type TestApp } from '../helpers/app.js';
  * and their number is capped.
  */
 
-const STALLED_POST = 'POST /oauth/token HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\ngrant_type=';
+const STALLED_POST =
+  'POST /oauth/token HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\ngrant_type=';
 
 /** A socket to the app that has sent `bytes` and then nothing; resolves once connected. */
 function stalledConnection(port: number, bytes: string): Promise<{ socket: Socket; closed: Promise<number> }> {

@@ -17,7 +17,11 @@ const english = readCatalogue(path.join(localesFolder, 'en.json'));
 const shipped = readdirSync(localesFolder).filter((name) => name.endsWith('.json') && name !== 'en.json');
 
 /** Words of a message's own text, leaving out its arguments. */
-const words = (message: string) => message.replace(/\{[^{}]*\}/g, ' ').split(/\s+/).filter((word) => /\p{L}/u.test(word)).length;
+const words = (message: string) =>
+  message
+    .replace(/\{[^{}]*\}/g, ' ')
+    .split(/\s+/)
+    .filter((word) => /\p{L}/u.test(word)).length;
 
 describe('the shipped catalogues', () => {
   it('ship English and at least one more language', () => {
@@ -108,7 +112,7 @@ describe('formatting a message', () => {
     expect(de.scope('made_up_scope')).toBe('made_up_scope');
   });
 
-  it('html() escapes every argument and the message itself; only the catalogue\'s own tags become markup', () => {
+  it("html() escapes every argument and the message itself; only the catalogue's own tags become markup", () => {
     const hostile = '<script>alert(1)</script> & "quotes"';
     const html = en.html('approve.requested_on_network', { ago: en.t('time.minutes_ago', { minutes: 3 }), where: hostile, network: '<b>net</b>' });
     expect(html).toBe(
@@ -140,7 +144,7 @@ describe('choosing the language from Accept-Language', () => {
     ['\ud800de', 'en'],
     ['zh-Hant-TW, ja', 'en'],
     [`${'x'.repeat(1100)}, de`, 'en'],
-    [Array.from({ length: 40 }, () => 'fr').join(',') + ',de', 'en'],
+    [`${Array.from({ length: 40 }, () => 'fr').join(',')},de`, 'en'],
   ])('%j → %s', (header, language) => {
     expect(negotiateLanguage(header, available, 'en')).toBe(language);
   });

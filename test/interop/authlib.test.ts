@@ -95,7 +95,13 @@ describe('python3-authlib: device flow (RFC 8628)', () => {
       const lines = await runScript(['device', issuer, app.clientId], app.clientSecret, async (line) => (line.step === 'code' ? approve(line) : undefined));
       const byStep = Object.fromEntries(lines.map((line) => [line.step, line]));
       expect(byStep.tokens).toMatchObject({ scope: 'openid email offline_access', expires_in: ACCESS_TOKEN_TTL, slow_downs: 0 });
-      expect(byStep.refreshed).toMatchObject({ userinfo_status: 200, sub: user.userId, new_access_token: true, new_refresh_token: true, expired_access_status: 401 });
+      expect(byStep.refreshed).toMatchObject({
+        userinfo_status: 200,
+        sub: user.userId,
+        new_access_token: true,
+        new_refresh_token: true,
+        expired_access_status: 401,
+      });
       expect(byStep.revoked).toMatchObject({ revocation_status: 200, userinfo_status: 401, refresh: 'invalid_grant' });
     },
     RUN_BOUND_MS,
@@ -107,7 +113,13 @@ describe('python3-authlib: code flow with PKCE', () => {
     'a confidential web app signs in with %s, verifies the ID token against the JWKS, and revokes its access token',
     async (method) => {
       const redirectUri = 'http://127.0.0.1:8765/callback';
-      const app = await seedClient(t, { kind: 'web', type: 'confidential', name: `Python web (${method})`, grantTypes: ['authorization_code'], redirectUris: [redirectUri] });
+      const app = await seedClient(t, {
+        kind: 'web',
+        type: 'confidential',
+        name: `Python web (${method})`,
+        grantTypes: ['authorization_code'],
+        redirectUris: [redirectUri],
+      });
       const lines = await runScript(['code', issuer, app.clientId, method, redirectUri], app.clientSecret, async (line) => {
         if (line.step !== 'authorize') return undefined;
         const url = new URL(String(line.url));
@@ -119,7 +131,14 @@ describe('python3-authlib: code flow with PKCE', () => {
         expect(location.startsWith(`${redirectUri}?`)).toBe(true);
         return location;
       });
-      expect(lines.at(-1)).toMatchObject({ step: 'signed_in', sub: user.userId, email: user.email, userinfo_status: 200, revocation_status: 200, userinfo_after_revocation: 401 });
+      expect(lines.at(-1)).toMatchObject({
+        step: 'signed_in',
+        sub: user.userId,
+        email: user.email,
+        userinfo_status: 200,
+        revocation_status: 200,
+        userinfo_after_revocation: 401,
+      });
     },
     RUN_BOUND_MS,
   );

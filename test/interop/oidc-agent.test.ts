@@ -73,7 +73,11 @@ afterAll(async () => {
  * `oidc-gen --flow=device` for an account, non-interactively: it shows the code, the user
  * approves it on the server's pages over HTTP, and oidc-gen saves the account once it has tokens.
  */
-async function generateAccount(account: string, client: { clientId: string; clientSecret: string | null }, page: '/activate' | '/activate/bot'): Promise<Run & { userCode: string }> {
+async function generateAccount(
+  account: string,
+  client: { clientId: string; clientSecret: string | null },
+  page: '/activate' | '/activate/bot',
+): Promise<Run & { userCode: string }> {
   const child = spawn(
     'oidc-gen',
     [
@@ -99,10 +103,21 @@ async function generateAccount(account: string, client: { clientId: string; clie
     const code = /enter the code:\s*([A-Z]{4}-[A-Z]{4})/.exec(stdout + stderr)?.[1];
     if (code) shownCode(code);
   };
-  child.stdout.on('data', (chunk) => ((stdout += chunk), onOutput()));
-  child.stderr.on('data', (chunk) => ((stderr += chunk), onOutput()));
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk;
+    onOutput();
+  });
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk;
+    onOutput();
+  });
   const killer = setTimeout(() => child.kill('SIGKILL'), 90_000);
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => (clearTimeout(killer), resolve(code))));
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('exit', (code) => {
+      clearTimeout(killer);
+      resolve(code);
+    }),
+  );
   const userCode = await Promise.race([codeShown, exited.then(() => '')]);
   expect(userCode, `oidc-gen showed no code:\n${stdout}\n${stderr}`).not.toBe('');
 
@@ -127,7 +142,8 @@ async function introspect(token: string) {
   return res.json<{ active: boolean; client_id?: string; sub?: string }>();
 }
 
-const grantsOf = (clientId: string) => t.deps.db.selectFrom('grants').select(['grant_id', 'revoked_at', 'revoked_reason']).where('client_id', '=', clientId).execute();
+const grantsOf = (clientId: string) =>
+  t.deps.db.selectFrom('grants').select(['grant_id', 'revoked_at', 'revoked_reason']).where('client_id', '=', clientId).execute();
 
 describe.each([
   ['a public client (HTTP Basic with an empty password)', 'public'],

@@ -4,7 +4,11 @@ import { randomToken } from '../../src/lib/random.js';
 describe('randomToken: random bytes drawn from the system in 4 KiB blocks', () => {
   it('never hands out the same bytes twice, across block boundaries and for sizes that do not divide a block', () => {
     // 32-byte tokens: 128 to a block; 300 of them span three blocks. 12-byte and 100-byte ones leave remainders.
-    const tokens = [...Array.from({ length: 300 }, () => randomToken(32)), ...Array.from({ length: 100 }, () => randomToken(12)), ...Array.from({ length: 100 }, () => randomToken(100))];
+    const tokens = [
+      ...Array.from({ length: 300 }, () => randomToken(32)),
+      ...Array.from({ length: 100 }, () => randomToken(12)),
+      ...Array.from({ length: 100 }, () => randomToken(100)),
+    ];
     expect(new Set(tokens).size).toBe(tokens.length);
     const bytes = tokens.map((token) => Buffer.from(token, 'base64url'));
     expect(bytes.slice(0, 300).every((b) => b.length === 32)).toBe(true);

@@ -1,7 +1,7 @@
 import { createLocalJWKSet, decodeJwt, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { afterAnnounced, basicAuth, FORM, form, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
-import { Browser, signedInBrowser } from '../helpers/browser.js';
+import { type Browser, signedInBrowser } from '../helpers/browser.js';
 import { introspection, refresh, revoke, userinfo, type TestClient } from '../helpers/tokens.js';
 import { authorizeUrl, codeFor, pkcePair, REDIRECT_URI, seedWebApp, type WebApp } from '../helpers/web-app.js';
 
@@ -101,7 +101,13 @@ describe('redeeming a code (OAuth 2.1 §4.1.3)', () => {
       method: 'POST',
       url: '/oauth/token',
       headers: FORM,
-      payload: form({ grant_type: 'authorization_code', client_id: confidentialApp.clientId, code: third.code, code_verifier: third.verifier, redirect_uri: REDIRECT_URI }),
+      payload: form({
+        grant_type: 'authorization_code',
+        client_id: confidentialApp.clientId,
+        code: third.code,
+        code_verifier: third.verifier,
+        redirect_uri: REDIRECT_URI,
+      }),
     });
     expect(noSecret.statusCode).toBe(401);
     expect(noSecret.json().error).toBe('invalid_client');
@@ -109,10 +115,22 @@ describe('redeeming a code (OAuth 2.1 §4.1.3)', () => {
       method: 'POST',
       url: '/oauth/token',
       headers: FORM,
-      payload: form({ grant_type: 'authorization_code', client_id: confidentialApp.clientId, client_secret: 'da_cs_wrong', code: third.code, code_verifier: third.verifier, redirect_uri: REDIRECT_URI }),
+      payload: form({
+        grant_type: 'authorization_code',
+        client_id: confidentialApp.clientId,
+        client_secret: 'da_cs_wrong',
+        code: third.code,
+        code_verifier: third.verifier,
+        redirect_uri: REDIRECT_URI,
+      }),
     });
     expect(wrongSecret.statusCode).toBe(401);
-    const both = await redeem(confidentialApp, { code: third.code, code_verifier: third.verifier, client_id: confidentialApp.clientId, client_secret: confidentialApp.clientSecret ?? '' });
+    const both = await redeem(confidentialApp, {
+      code: third.code,
+      code_verifier: third.verifier,
+      client_id: confidentialApp.clientId,
+      client_secret: confidentialApp.clientSecret ?? '',
+    });
     expect(both.statusCode).toBe(400);
     expect(both.json().error).toBe('invalid_request');
     // None of those attempts spent the code: the app itself still can.
@@ -182,7 +200,7 @@ describe('a code is bound to its app, redirect URI and PKCE challenge', () => {
   it('a disabled app gets invalid_client and spends nothing; enabled again, it redeems the code', async () => {
     const app = await seedWebApp(t, { name: 'Paused Board' });
     const { code, verifier } = await codeOf(app, await seedUser(t));
-    const { setClientDisabled } = await import('../../src/oauth/clients.js');
+    const { setClientDisabled } = await import('../../src/apps/registration.js');
     await afterAnnounced(t, () => setClientDisabled(t.deps.db, app.clientId, true, t.clock.now()));
     const refused = await Promise.all(Array.from({ length: 5 }, () => redeem(app, { code, code_verifier: verifier })));
     for (const res of refused) {
@@ -199,14 +217,20 @@ describe('a code is bound to its app, redirect URI and PKCE challenge', () => {
       method: 'POST',
       url: '/oauth/token',
       headers: FORM,
-      payload: form({ grant_type: 'authorization_code', client_id: deviceOnly.clientId, code: 'da_ac_x', code_verifier: pkcePair().verifier, redirect_uri: REDIRECT_URI }),
+      payload: form({
+        grant_type: 'authorization_code',
+        client_id: deviceOnly.clientId,
+        code: 'da_ac_x',
+        code_verifier: pkcePair().verifier,
+        redirect_uri: REDIRECT_URI,
+      }),
     });
     expect(res.statusCode).toBe(400);
     expect(res.json().error).toBe('unauthorized_client');
   });
 
   it('the purge deletes codes an hour after they expired and keeps the others', async () => {
-    const { purgeExpired } = await import('../../src/oauth/housekeeping.js');
+    const { purgeExpired } = await import('../../src/housekeeping/purge.js');
     const user = await seedUser(t);
     const old = await codeOf(publicApp, user);
     t.clock.advance(300 + 3600 + 1);

@@ -1,17 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { afterAnnounced, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { Browser, signedInBrowser } from '../helpers/browser.js';
-import {
-  answerAtApp,
-  answerConsent,
-  authorizeUrl,
-  codeFor,
-  hiddenFields,
-  pkcePair,
-  REDIRECT_URI,
-  seedWebApp,
-  type WebApp,
-} from '../helpers/web-app.js';
+import { answerAtApp, answerConsent, authorizeUrl, codeFor, hiddenFields, pkcePair, REDIRECT_URI, seedWebApp, type WebApp } from '../helpers/web-app.js';
 
 let t: TestApp;
 let app: WebApp;
@@ -130,7 +120,11 @@ describe('errors go back to a registered redirect URI with state and iss (RFC 92
     // written by hand) still has one, and the endpoint still refuses it.
     const deviceOnly = await seedClient(t, { kind: 'web', grantTypes: ['authorization_code'], redirectUris: [REDIRECT_URI] });
     await afterAnnounced(t, () =>
-      t.deps.db.updateTable('clients').set({ grant_types: ['urn:ietf:params:oauth:grant-type:device_code'] }).where('client_id', '=', deviceOnly.clientId).execute(),
+      t.deps.db
+        .updateTable('clients')
+        .set({ grant_types: ['urn:ietf:params:oauth:grant-type:device_code'] })
+        .where('client_id', '=', deviceOnly.clientId)
+        .execute(),
     );
     const params = answerAtApp(await new Browser(t).get(authorizeUrl(deviceOnly, challenge)));
     expect(params.get('error')).toBe('unauthorized_client');
@@ -246,10 +240,15 @@ describe('signing in and consenting', () => {
 
   it('anonymous authorization requests write nothing: no code, consent or session row', async () => {
     const count = async () =>
-      Promise.all(['authorization_codes', 'consents', 'browser_sessions'].map(async (table) => {
-        const row = await t.deps.db.selectFrom(table as 'consents').select(({ fn }) => fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
-        return Number(row.n);
-      }));
+      Promise.all(
+        ['authorization_codes', 'consents', 'browser_sessions'].map(async (table) => {
+          const row = await t.deps.db
+            .selectFrom(table as 'consents')
+            .select(({ fn }) => fn.countAll<number>().as('n'))
+            .executeTakeFirstOrThrow();
+          return Number(row.n);
+        }),
+      );
     const before = await count();
     const answers = await Promise.all(Array.from({ length: 50 }, () => t.app.inject({ method: 'GET', url: authorizeUrl(app, challenge) })));
     expect(answers.every((res) => res.statusCode === 303)).toBe(true);

@@ -147,10 +147,19 @@ describe('RFC 6749 §5.2: failed or unsupported client authentication is 401 inv
 
 describe('RFC 6749 §2.3: two authentication methods in one request stay 400 invalid_request', () => {
   it.each([
-    ['HTTP Basic and client_secret in the form', () => ({ client_id: bot.clientId, client_secret: bot.clientSecret! }), () => ({ authorization: basicAuth(bot.clientId, bot.clientSecret!) })],
+    [
+      'HTTP Basic and client_secret in the form',
+      () => ({ client_id: bot.clientId, client_secret: bot.clientSecret! }),
+      () => ({ authorization: basicAuth(bot.clientId, bot.clientSecret!) }),
+    ],
     [
       'client_secret in the form and a client assertion',
-      () => ({ client_id: bot.clientId, client_secret: bot.clientSecret!, client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer', client_assertion: 'x.y.z' }),
+      () => ({
+        client_id: bot.clientId,
+        client_secret: bot.clientSecret!,
+        client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+        client_assertion: 'x.y.z',
+      }),
       () => ({}),
     ],
   ])('%s', async (_name, fields, headers) => {

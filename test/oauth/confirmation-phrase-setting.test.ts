@@ -43,7 +43,12 @@ async function requestCode(clientId: string, remoteAddress = '127.0.0.1') {
 }
 
 const pollFor = (clientId: string, deviceCode: string) =>
-  t.app.inject({ method: 'POST', url: '/oauth/token', headers: FORM, payload: form({ grant_type: DEVICE_GRANT, device_code: deviceCode, client_id: clientId }) });
+  t.app.inject({
+    method: 'POST',
+    url: '/oauth/token',
+    headers: FORM,
+    payload: form({ grant_type: DEVICE_GRANT, device_code: deviceCode, client_id: clientId }),
+  });
 
 async function approvalPage(userCode: string, remoteAddress = '127.0.0.1') {
   const browser = new Browser(t, { remoteAddress });
@@ -62,7 +67,12 @@ describe('the confirmation_phrase registration field (admin API)', () => {
     expect(usual.statusCode, usual.body).toBe(201);
     expect(usual.json().confirmation_phrase).toBe(true);
 
-    for (const [kind, type] of [['tv', 'public'], ['bot', 'confidential'], ['web', 'confidential'], ['web', 'public']] as const) {
+    for (const [kind, type] of [
+      ['tv', 'public'],
+      ['bot', 'confidential'],
+      ['web', 'confidential'],
+      ['web', 'public'],
+    ] as const) {
       const created = await adminCall('POST', '/admin/clients', { name: `Stock ${kind}`, kind, type, confirmation_phrase: false });
       expect(created.statusCode, created.body).toBe(201);
       expect(created.json().confirmation_phrase).toBe(false);
@@ -76,7 +86,11 @@ describe('the confirmation_phrase registration field (admin API)', () => {
     expect(back.json().confirmation_phrase).toBe(true);
   });
 
-  it.each([['a string', 'no'], ['a number', 0], ['null', null]])('refuses %s as its value with 400, changing nothing', async (_name, value) => {
+  it.each([
+    ['a string', 'no'],
+    ['a number', 0],
+    ['null', null],
+  ])('refuses %s as its value with 400, changing nothing', async (_name, value) => {
     const { clientId } = await seedClient(t);
     const res = await adminCall('PATCH', `/admin/clients/${clientId}`, { confirmation_phrase: value });
     expect(res.statusCode).toBe(400);
@@ -173,7 +187,10 @@ describe('device-auth client create|update --[no-]confirmation-phrase', () => {
   it('registers an app without the phrase and turns it back on', async () => {
     const target = await createCliTarget();
     try {
-      const created = await runProgram(['client', 'create', '--name', 'oidc-agent', '--kind', 'bot', '--type', 'public', '--no-confirmation-phrase'], target.env);
+      const created = await runProgram(
+        ['client', 'create', '--name', 'oidc-agent', '--kind', 'bot', '--type', 'public', '--no-confirmation-phrase'],
+        target.env,
+      );
       expect(created.code, created.stderr).toBe(0);
       const { client_id, confirmation_phrase } = JSON.parse(created.stdout);
       expect(confirmation_phrase).toBe(false);

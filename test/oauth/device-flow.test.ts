@@ -2,11 +2,11 @@ import { createLocalJWKSet, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { decide, poll, requestDeviceCode, startDeviceFlow } from '../helpers/device.js';
+import { grantOf } from '../helpers/tokens.js';
 import { setClientDisabledAt } from '../../src/repositories/clients.js';
-import { hashOpaque } from '../../src/oauth/tokens.js';
+import { hashOpaque } from '../../src/oauth/opaque-tokens.js';
 import { userCodeHmac } from '../../src/oauth/device/user-code.js';
 import { findDeviceRequestByUserCode, insertDeviceRequest } from '../../src/repositories/device-requests.js';
-
 
 let t: TestApp;
 let tv: { clientId: string };
@@ -69,7 +69,7 @@ describe('POST /oauth/device/code (RFC 8628 §3.1, §3.2)', () => {
     expect(seen.size).toBe(20);
   });
 
-  it('a user code names one request while it is kept: a decided request\'s code is never drawn again', async () => {
+  it("a user code names one request while it is kept: a decided request's code is never drawn again", async () => {
     const body = await startDeviceFlow(t, tv.clientId);
     await decide(t, body.user_code, user.userId, 'deny');
     const hmac = userCodeHmac(t.deps.secrets.userCodeKey, body.user_code);
@@ -219,11 +219,7 @@ describe('POST /oauth/token with the device grant (RFC 8628 §3.4, §3.5)', () =
     const winners = results.filter((r) => r.statusCode === 200);
     expect(winners).toHaveLength(1);
     for (const loser of results.filter((r) => r.statusCode !== 200)) expect(loser.json().error).toBe('invalid_grant');
-    const grants = await t.deps.db
-      .selectFrom('device_requests')
-      .select('grant_id')
-      .where('grant_id', 'is not', null)
-      .execute();
+    const grants = await t.deps.db.selectFrom('device_requests').select('grant_id').where('grant_id', 'is not', null).execute();
     const tokensOnGrants = await t.deps.db.selectFrom('refresh_tokens').select('grant_id').execute();
     expect(new Set(tokensOnGrants.map((r) => r.grant_id)).size).toBe(grants.length);
   });
@@ -263,7 +259,7 @@ describe('POST /oauth/token with the device grant (RFC 8628 §3.4, §3.5)', () =
     expect((await poll(t, tv.clientId, flow.device_code)).json().error).toBe('expired_token');
   });
 
-  it('invalid_grant for an unknown device_code and for another client\'s', async () => {
+  it("invalid_grant for an unknown device_code and for another client's", async () => {
     const flow = await startDeviceFlow(t, tv.clientId);
     await decide(t, flow.user_code, user.userId, 'approve');
     const other = await seedClient(t);
@@ -349,6 +345,8 @@ describe('ID token and userinfo', () => {
     expect(payload.sub).toBe(user.userId);
     expect(payload.exp! - payload.iat!).toBe(3600);
     expect(typeof payload.auth_time).toBe('number');
+    // sid: the grant, the session a Shared Signals session-revoked names (issue 32 §3).
+    expect(payload.sid).toBe((await grantOf(t, tokens.access_token)).grant_id);
     expect(payload.email).toBe(user.email);
     expect(payload.name).toBe('Test User');
   });

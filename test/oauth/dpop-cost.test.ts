@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { epochSeconds } from '../../src/lib/clock.js';
-import { TOKEN_PREFIX } from '../../src/oauth/tokens.js';
+import { TOKEN_PREFIX } from '../../src/oauth/opaque-tokens.js';
 import { FORM, form, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { signedInBrowser } from '../helpers/browser.js';
 import { decide, DEVICE_GRANT, poll, requestDeviceCode, startDeviceFlow } from '../helpers/device.js';
@@ -32,7 +32,14 @@ const userinfoWith = (token: string, dpop: string) =>
 const userinfoProof = (k: DpopKey, token: string, options: ProofOptions = {}) =>
   proof(k, { htm: 'GET', htu: '/oauth/userinfo', accessToken: token, ...options });
 const storedProofs = async () =>
-  Number((await t.deps.db.selectFrom('dpop_proofs').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+  Number(
+    (
+      await t.deps.db
+        .selectFrom('dpop_proofs')
+        .select((eb) => eb.fn.countAll().as('n'))
+        .executeTakeFirstOrThrow()
+    ).n,
+  );
 
 beforeAll(async () => {
   t = await startTestApp();
@@ -47,7 +54,11 @@ afterAll(() => t.close());
 
 describe('DPoP proof keys of a bounded cost', () => {
   it.each([
-    ['an RSA key with a 3,072-bit public exponent', () => ({ e: b64(Buffer.concat([Buffer.from([0x80]), randomBytes(382), Buffer.from([1])])) }), /exponent 65537/],
+    [
+      'an RSA key with a 3,072-bit public exponent',
+      () => ({ e: b64(Buffer.concat([Buffer.from([0x80]), randomBytes(382), Buffer.from([1])])) }),
+      /exponent 65537/,
+    ],
     ['an RSA key with exponent 3', () => ({ e: 'Aw' }), /exponent 65537/],
     ['an RSA key with a 1,024-bit modulus', () => ({ n: b64(Buffer.concat([Buffer.from([0xc1]), randomBytes(127)])) }), /2048 to 4096 bits/],
     ['an RSA key with an 8,192-bit modulus', () => ({ n: b64(Buffer.concat([Buffer.from([0xc1]), randomBytes(1023)])) }), /2048 to 4096 bits/],
@@ -72,15 +83,23 @@ describe('DPoP proof keys of a bounded cost', () => {
     ['an ES384 proof with a P-256 key', 'ES256', 'ES384', /curve P-384/],
     ['an RS256 proof with an EC key', 'ES256', 'RS256', /kty RSA/],
     ['an EdDSA proof with an EC key', 'ES256', 'EdDSA', /kty OKP/],
-  ])('%s is refused: the key must be of its alg\'s type and curve', async (_case, keyAlg, alg, why) => {
+  ])("%s is refused: the key must be of its alg's type and curve", async (_case, keyAlg, alg, why) => {
     const k = await dpopKey(keyAlg);
-    const res = await requestDeviceCode(t, { client_id: tv.clientId }, { dpop: await proof({ ...k, alg: keyAlg }, { htu: at, jwk: k.jwk }).then((p) => swapAlg(p, alg)) });
+    const res = await requestDeviceCode(
+      t,
+      { client_id: tv.clientId },
+      { dpop: await proof({ ...k, alg: keyAlg }, { htu: at, jwk: k.jwk }).then((p) => swapAlg(p, alg)) },
+    );
     expect(res.statusCode, res.body).toBe(400);
     expect(res.json().error_description).toMatch(why);
   });
 
   it('the claims are checked before the signature: a wrong htm, htu or iat with a bad signature is refused for the claim', async () => {
-    for (const [options, why] of [[{ htm: 'GET' }, /htm/], [{ htu: '/oauth/token' }, /htu/], [{ iat: epochSeconds(t.clock.now()) - 3600 }, /iat/]] as const) {
+    for (const [options, why] of [
+      [{ htm: 'GET' }, /htm/],
+      [{ htu: '/oauth/token' }, /htu/],
+      [{ iat: epochSeconds(t.clock.now()) - 3600 }, /iat/],
+    ] as const) {
       const [header, payload] = (await proof(rsa4096, { htu: at, ...options })).split('.');
       const res = await requestDeviceCode(t, { client_id: tv.clientId }, { dpop: `${header}.${payload}.${'A'.repeat(683)}` });
       expect(res.statusCode).toBe(400);
@@ -97,7 +116,7 @@ function swapAlg(proofText: string, alg: string): string {
 }
 
 describe('used proofs are recorded only when the proof was needed (issue 28 §2)', () => {
-  it('200 userinfo requests with valid proofs of the sender\'s own key and a junk token write no row', async () => {
+  it("200 userinfo requests with valid proofs of the sender's own key and a junk token write no row", async () => {
     const before = await storedProofs();
     const junk = 'da_at_junk';
     const proofs = await Promise.all(Array.from({ length: 200 }, () => userinfoProof(es256, junk)));
@@ -126,14 +145,14 @@ describe('used proofs are recorded only when the proof was needed (issue 28 §2)
     expect(answers.map((r) => r.statusCode).sort()).toEqual([200, ...Array<number>(19).fill(401)]);
   });
 
-  it('with a junk token the proof\'s signature is not even verified: a bad signature is answered invalid_token', async () => {
+  it("with a junk token the proof's signature is not even verified: a bad signature is answered invalid_token", async () => {
     const [header, payload] = (await userinfoProof(rsa4096, 'da_at_junk')).split('.');
     const res = await userinfoWith('da_at_junk', `${header}.${payload}.${'A'.repeat(683)}`);
     expect(res.statusCode).toBe(401);
     expect(res.json().error).toBe('invalid_token');
   });
 
-  it('a proof of another key than the token\'s is refused and not recorded', async () => {
+  it("a proof of another key than the token's is refused and not recorded", async () => {
     const tokens = await boundTokens(es256);
     const other = await dpopKey();
     const before = await storedProofs();
@@ -157,7 +176,10 @@ describe('the token endpoint records a proof only once the grant found its crede
 
   it.each<[string, () => Record<string, string>]>([
     ['polls with a junk device_code', () => ({ grant_type: DEVICE_GRANT, client_id: tv.clientId, device_code: `${TOKEN_PREFIX.deviceCode}${junk()}` })],
-    ['refreshes with a junk refresh_token', () => ({ grant_type: 'refresh_token', client_id: tv.clientId, refresh_token: `${TOKEN_PREFIX.refreshToken}${junk()}` })],
+    [
+      'refreshes with a junk refresh_token',
+      () => ({ grant_type: 'refresh_token', client_id: tv.clientId, refresh_token: `${TOKEN_PREFIX.refreshToken}${junk()}` }),
+    ],
     [
       'code redemptions with a junk code',
       () => ({
@@ -168,7 +190,7 @@ describe('the token endpoint records a proof only once the grant found its crede
         code_verifier: pkcePair().verifier,
       }),
     ],
-  ])('100 token requests with valid proofs of the sender\'s own key: %s write no row', async (_case, fields) => {
+  ])("100 token requests with valid proofs of the sender's own key: %s write no row", async (_case, fields) => {
     const before = await storedProofs();
     const proofs = await Promise.all(Array.from({ length: 100 }, () => proof(es256)));
     for (let i = 0; i < proofs.length; i += 20) {
@@ -286,7 +308,9 @@ async function compareCpu(
 }
 
 const report = (what: string, cost: { ordinary: number; other: number; ratio: number }) =>
-  console.log(`DPoP userinfo CPU per request: ES256 proof of a known key ${cost.ordinary.toFixed(0)} µs; ${what} ${cost.other.toFixed(0)} µs; ratio ${cost.ratio.toFixed(2)}`);
+  console.log(
+    `DPoP userinfo CPU per request: ES256 proof of a known key ${cost.ordinary.toFixed(0)} µs; ${what} ${cost.other.toFixed(0)} µs; ratio ${cost.ratio.toFixed(2)}`,
+  );
 
 describe('the worst proof costs at most a few ordinary ones (issue 28 §2)', () => {
   const n = 41;
@@ -308,7 +332,12 @@ describe('the worst proof costs at most a few ordinary ones (issue 28 §2)', () 
     const worst = await Promise.all(
       Array.from({ length: n }, () => userinfoProof(rsa4096, worstTokens.access_token, { jwk: { ...rsa4096.jwk, kid: b64(randomBytes(12)) } })),
     );
-    const cost = await compareCpu(ordinary, 200, worst.map((p) => () => userinfoWith(worstTokens.access_token, p)), 200);
+    const cost = await compareCpu(
+      ordinary,
+      200,
+      worst.map((p) => () => userinfoWith(worstTokens.access_token, p)),
+      200,
+    );
     report('RSA-4096 proof with a new header', cost);
     expect(cost.ratio).toBeLessThan(3);
   }, 60_000);
@@ -318,7 +347,11 @@ describe('the worst proof costs at most a few ordinary ones (issue 28 §2)', () 
     const rsa = await dpopKey('RS256');
     // OpenSSL wants e < n and, above 3,072 bits of modulus, e of at most 64 bits; and a signature as long as the modulus.
     // So a 3,072-bit modulus, an exponent just below it and 384 bytes of signature: the exponentiation is computed in full.
-    const jwk = { kty: 'RSA', n: b64(Buffer.concat([Buffer.from([0xff]), randomBytes(382), Buffer.from([1])])), e: b64(Buffer.concat([Buffer.from([0x7f]), randomBytes(381), Buffer.from([1])])) };
+    const jwk = {
+      kty: 'RSA',
+      n: b64(Buffer.concat([Buffer.from([0xff]), randomBytes(382), Buffer.from([1])])),
+      e: b64(Buffer.concat([Buffer.from([0x7f]), randomBytes(381), Buffer.from([1])])),
+    };
     const hostile = await Promise.all(
       Array.from({ length: n }, async () => {
         const [header, payload] = (await userinfoProof(rsa, ordinaryTokens.access_token, { jwk })).split('.');
@@ -326,7 +359,12 @@ describe('the worst proof costs at most a few ordinary ones (issue 28 §2)', () 
       }),
     );
     // The token is live, so the proof's key is looked at (with a junk token it would not even be that).
-    const cost = await compareCpu(ordinary, 200, hostile.map((p) => () => userinfoWith(ordinaryTokens.access_token, p)), 401);
+    const cost = await compareCpu(
+      ordinary,
+      200,
+      hostile.map((p) => () => userinfoWith(ordinaryTokens.access_token, p)),
+      401,
+    );
     report('RSA proof with a 3,072-bit exponent', cost);
     expect(cost.ratio).toBeLessThan(3);
   }, 60_000);

@@ -1,9 +1,9 @@
 import { exportJWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { epochSeconds } from '../../src/lib/clock.js';
-import { hashOpaque } from '../../src/oauth/tokens.js';
+import { hashOpaque } from '../../src/oauth/opaque-tokens.js';
 import { FORM, form, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
-import { decide, DEVICE_GRANT, poll, requestDeviceCode, startDeviceFlow } from '../helpers/device.js';
+import { decide, poll, requestDeviceCode, startDeviceFlow } from '../helpers/device.js';
 import { dpopKey, proofFor, unsignedProof, type DpopKey, type ProofOptions } from '../helpers/dpop.js';
 import { grantOf, introspection, refresh, userinfo, type TestClient, type TokenSet } from '../helpers/tokens.js';
 import { signedInBrowser } from '../helpers/browser.js';
@@ -79,7 +79,10 @@ describe('device flow bound at its start (draft-parecki-oauth-dpop-device-flow)'
     const answers = [await poll(t, tv.clientId, flow.device_code), await poll(t, tv.clientId, flow.device_code, await withProof(otherKey))];
     for (const res of answers) {
       expect(res.statusCode).toBe(400);
-      expect(res.json()).toEqual({ error: 'invalid_dpop_proof', error_description: 'this device_code is bound to a DPoP key; every poll must carry a proof of that key' });
+      expect(res.json()).toEqual({
+        error: 'invalid_dpop_proof',
+        error_description: 'this device_code is bound to a DPoP key; every poll must carry a proof of that key',
+      });
     }
     // No poll time, no slow_down, no redemption: the request is as the device left it.
     expect(await requestStatus(flow.device_code)).toEqual(before);
@@ -379,6 +382,9 @@ describe('server nonces (DPOP_NONCES=true, RFC 9449 §8 and §9)', () => {
     n = await startTestApp({ env: { DPOP_NONCES: 'true' } });
     // A second instance on the same database: a nonce of one is good at the other.
     second = await startTestApp({ env: { DPOP_NONCES: 'true' }, database: n.database });
+    // Both instances at one time, as servers are: a nonce period boundary between the two starts
+    // would otherwise give each a different current nonce.
+    second.clock.advance((n.clock.now().getTime() - second.clock.now().getTime()) / 1000);
     client = await seedClient(n);
   });
   afterAll(async () => {
@@ -452,7 +458,15 @@ describe('used proofs in Redis (REDIS_URL), shared by two instances', () => {
 
 it('a used proof is purged once no clock could accept it again', async () => {
   await requestDeviceCode(t, { client_id: tv.clientId }, await withProof(key, { htu: '/oauth/device/code' }));
-  const stored = async () => Number((await t.deps.db.selectFrom('dpop_proofs').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+  const stored = async () =>
+    Number(
+      (
+        await t.deps.db
+          .selectFrom('dpop_proofs')
+          .select((eb) => eb.fn.countAll().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
   expect(await stored()).toBeGreaterThan(0);
   t.clock.advance(2 * t.config.dpop.proofWindowSeconds + 1);
   const purged = await t.deps.housekeeping.run();

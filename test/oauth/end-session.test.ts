@@ -4,7 +4,7 @@ import { afterAnnounced, basicAuth, FORM, form, seedUser, startTestApp, type Tes
 import { Browser, signedInBrowser } from '../helpers/browser.js';
 import { refresh, userinfo } from '../helpers/tokens.js';
 import { authorizeUrl, codeFor, pkcePair, REDIRECT_URI, seedWebApp, type WebApp } from '../helpers/web-app.js';
-import { setClientDisabled } from '../../src/oauth/clients.js';
+import { setClientDisabled } from '../../src/apps/registration.js';
 
 /**
  * Issue 29 §5: OpenID Connect RP-Initiated Logout 1.0. The browser session here ends; the app's
@@ -20,7 +20,11 @@ let other: WebApp;
 beforeAll(async () => {
   t = await startTestApp();
   app = await seedWebApp(t, { type: 'confidential' });
-  await t.deps.db.updateTable('clients').set({ post_logout_redirect_uris: [AFTER_LOGOUT] }).where('client_id', '=', app.clientId).execute();
+  await t.deps.db
+    .updateTable('clients')
+    .set({ post_logout_redirect_uris: [AFTER_LOGOUT] })
+    .where('client_id', '=', app.clientId)
+    .execute();
   other = await seedWebApp(t, { name: 'Other Board' });
 });
 afterAll(() => t.close());
@@ -253,7 +257,9 @@ describe('refusals: a 400 page, nobody redirected, nobody signed out', () => {
     const ourKey = t.deps.keys.signingKey();
     const claims = { sub: 'someone', aud: app.clientId };
     const foreign = await new SignJWT({ ...claims, iss: 'http://localhost:3000' }).setProtectedHeader({ alg: 'RS256', kid: ourKey.kid }).sign(privateKey);
-    const otherIssuer = await new SignJWT({ ...claims, iss: 'https://evil.example' }).setProtectedHeader({ alg: 'RS256', kid: ourKey.kid }).sign(ourKey.privateKey);
+    const otherIssuer = await new SignJWT({ ...claims, iss: 'https://evil.example' })
+      .setProtectedHeader({ alg: 'RS256', kid: ourKey.kid })
+      .sign(ourKey.privateKey);
     const unsigned = `${header}.${payload}.`;
     for (const hint of [foreign, otherIssuer, unsigned, 'not-a-jwt', `${header}.${payload}.${'A'.repeat(342)}`]) {
       await refused({ id_token_hint: hint, post_logout_redirect_uri: AFTER_LOGOUT }, 'did not issue or cannot check');

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { purgeExpired, type PurgeOptions } from '../../src/oauth/housekeeping.js';
+import { purgeExpired, type PurgeOptions } from '../../src/housekeeping/purge.js';
 import { signedInBrowser } from '../helpers/browser.js';
 import { revokeGrants } from '../../src/oauth/grant-revocation.js';
 import { deleteEndedGrants } from '../../src/repositories/purge.js';
@@ -8,6 +8,7 @@ import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app
 import { holdLocks } from '../helpers/lock-holder.js';
 import { decide, poll, startDeviceFlow } from '../helpers/device.js';
 import { grantOf, refresh, refreshed, rotatedGrant } from '../helpers/tokens.js';
+import { createStream, seedReceiver, ssfCall } from '../helpers/ssf.js';
 
 let t: TestApp;
 let clientId: string;
@@ -17,12 +18,22 @@ const options: PurgeOptions = {
   batchSize: 2,
   maxBatches: 100,
   grantRetentionSeconds: 86400,
+  eventRetentionSeconds: 90 * 86400,
   deviceRequestRetentionSeconds: 3600,
   unusedIconRetentionSeconds: 3600,
+  deliveryRetentionSeconds: 86400,
+  securityEventTokenRetentionSeconds: 7 * 86400,
 };
 
-const count = async (table: 'device_requests' | 'browser_sessions' | 'access_tokens' | 'grants' | 'refresh_tokens' | 'grant_events') =>
-  Number((await t.deps.db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+const count = async (table: 'device_requests' | 'browser_sessions' | 'access_tokens' | 'grants' | 'refresh_tokens' | 'events') =>
+  Number(
+    (
+      await t.deps.db
+        .selectFrom(table)
+        .select((eb) => eb.fn.countAll().as('n'))
+        .executeTakeFirstOrThrow()
+    ).n,
+  );
 
 async function signedInDevice() {
   const flow = await startDeviceFlow(t, clientId);
@@ -47,6 +58,10 @@ describe('purge of expired state', () => {
     const purged = await purgeExpired(t.deps.db, t.clock.now(), options);
     expect(purged.deviceRequests).toBe(before - 1);
     expect(await count('device_requests')).toBe(1);
+    // Issue 32 §1: each request that ended undecided is recorded as expired when it goes.
+    const expired = await t.deps.db.selectFrom('events').select(['client_id', 'data']).where('type', '=', 'device_request.expired').execute();
+    expect(expired).toHaveLength(before - 1);
+    for (const event of expired) expect(event).toMatchObject({ client_id: clientId, data: { status: 'pending', request_id: expect.any(String) } });
     // The live request still works.
     t.clock.advance(5);
     expect((await poll(t, clientId, live.device_code)).json().error).toBe('authorization_pending');
@@ -74,6 +89,21 @@ describe('purge of expired state', () => {
     expect(await count('refresh_tokens')).toBeGreaterThanOrEqual(1);
   });
 
+  it("deletes expired apps' own tokens (client_credentials) with the users' ones, and Shared Signals SETs a week old", async () => {
+    const receiver = await seedReceiver(t);
+    const stream = await createStream(t, receiver);
+    expect((await ssfCall(t, receiver.token, 'POST', '/ssf/verify', { stream_id: stream.stream_id })).statusCode).toBe(204);
+    t.clock.advance(t.config.accessTokenTtl + 1);
+    const kept = await purgeExpired(t.deps.db, t.clock.now(), options);
+    expect(kept.accessTokens).toBeGreaterThanOrEqual(1);
+    expect(kept.securityEventTokens).toBe(0);
+    expect(await t.deps.db.selectFrom('app_access_tokens').selectAll().execute()).toEqual([]);
+    expect(await t.deps.db.selectFrom('ssf_sets').select('jti').execute()).toHaveLength(1);
+    t.clock.advance(7 * 86400);
+    expect((await purgeExpired(t.deps.db, t.clock.now(), options)).securityEventTokens).toBe(1);
+    expect(await t.deps.db.selectFrom('ssf_sets').select('jti').execute()).toEqual([]);
+  });
+
   it('keeps the replaced refresh tokens of a live grant, so a replay after a purge is still caught', async () => {
     const client = { clientId, clientSecret: null };
     const grant = await rotatedGrant(t, client, user.userId);
@@ -96,7 +126,8 @@ describe('purge of expired state', () => {
     expect((await purgeExpired(t.deps.db, t.clock.now(), options)).grants).toBe(grants);
     expect(await count('grants')).toBe(0);
     expect(await count('refresh_tokens')).toBe(0);
-    expect(await count('grant_events')).toBe(0);
+    // Issue 32 §1: the event log outlives the grant (until EVENT_RETENTION_DAYS).
+    expect(await count('events')).toBeGreaterThan(0);
   });
 });
 
@@ -132,7 +163,7 @@ describe('a purge racing a write', () => {
     const holder = await holdLocks(t.database.url!);
     await holder.query('UPDATE grants SET last_used_at = last_used_at WHERE grant_id = $1', [grant.grant_id]);
     await holder.query(
-      `INSERT INTO grant_events (grant_id, user_id, client_id, event, reason, created_at) VALUES ($1, $2, $3, 'revoked', 'signed_out_by_user', now())`,
+      `INSERT INTO events (grant_id, user_id, client_id, type, reason, created_at) VALUES ($1, $2, $3, 'grant.revoked', 'signed_out_by_user', now())`,
       [grant.grant_id, grant.user_id, grant.client_id],
     );
     await holder.query(
@@ -143,7 +174,7 @@ describe('a purge racing a write', () => {
     const purging = deleteEndedGrants(t.deps.db, t.clock.now(), 10);
     await holder.commitWhenWaiting(1);
     expect(await purging).toBeGreaterThanOrEqual(1);
-    for (const table of ['grants', 'refresh_tokens', 'access_tokens', 'grant_events'] as const) {
+    for (const table of ['grants', 'refresh_tokens', 'access_tokens'] as const) {
       const left = await t.deps.db.selectFrom(table).select('grant_id').where('grant_id', '=', grant.grant_id).execute();
       expect(left, table).toEqual([]);
     }

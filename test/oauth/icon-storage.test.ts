@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signOutDevice } from '../../src/accounts/devices.js';
-import { purgeExpired } from '../../src/oauth/housekeeping.js';
+import { purgeExpired } from '../../src/housekeeping/purge.js';
 import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { decide, poll, startDeviceFlow } from '../helpers/device.js';
 import { fetchingFrom, ICON_PNG, startIconServer, type IconServer } from '../helpers/icon-server.js';
@@ -97,7 +97,10 @@ describe('an icon is kept only while a pending or approved request, or a live gr
     const tv = await seedClient(t, { name: 'Hall TV' });
     expect((await requestWithNewIcon(tv.clientId)).iconStored).toBe(true);
     // Its last use an hour ago, the request still live.
-    await t.deps.db.updateTable('platform_icons').set({ last_used_at: new Date(t.clock.now().getTime() - 7200_000) }).execute();
+    await t.deps.db
+      .updateTable('platform_icons')
+      .set({ last_used_at: new Date(t.clock.now().getTime() - 7200_000) })
+      .execute();
     expect((await purgeExpired(t.deps.db, t.clock.now(), t.config.purge)).platformIcons).toBe(0);
   });
 

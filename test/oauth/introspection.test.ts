@@ -7,6 +7,7 @@ import { holdLocks } from '../helpers/lock-holder.js';
 import {
   ALL_SCOPES as ALL,
   expectAllRefused,
+  grantOf,
   introspection,
   postAs,
   refresh,
@@ -29,7 +30,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 describe('POST /oauth/introspect (RFC 7662)', () => {
-  it('RFC 7662 §2.2: a live access token is active, with scope, client_id, sub, token_type, exp, iat, aud and iss', async () => {
+  it('RFC 7662 §2.2: a live access token is active, with scope, client_id, sub, sid, token_type, exp, iat, aud and iss', async () => {
     const issuedAt = Math.floor(t.clock.now().getTime() / 1000);
     const tokens = await signIn(t, tv, user.userId, ALL);
     const res = await postAs(t, rs, '/oauth/introspect', { token: tokens.access_token });
@@ -41,6 +42,7 @@ describe('POST /oauth/introspect (RFC 7662)', () => {
       scope: ALL,
       client_id: tv.clientId,
       sub: user.userId,
+      sid: (await grantOf(t, tokens.access_token)).grant_id,
       token_type: 'Bearer',
       exp: body.iat + 3600,
       iat: expect.any(Number),
@@ -61,10 +63,7 @@ describe('POST /oauth/introspect (RFC 7662)', () => {
   it.each([
     ['an unknown token', async () => 'da_at_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'],
     ['a malformed token', async () => 'hello world'],
-    [
-      'a refresh token (introspection answers for access tokens only)',
-      async () => (await signIn(t, tv, user.userId)).refresh_token!,
-    ],
+    ['a refresh token (introspection answers for access tokens only)', async () => (await signIn(t, tv, user.userId)).refresh_token!],
     [
       'an expired access token',
       async () => {
@@ -132,7 +131,7 @@ describe('POST /oauth/introspect (RFC 7662)', () => {
   });
 
   it('a confidential web app registered only to sign users in (no introspection asked) may not introspect: 403 (issue 28 §4)', async () => {
-    const { createClient } = await import('../../src/oauth/clients.js');
+    const { createClient } = await import('../../src/apps/registration.js');
     const created = await createClient(t.deps.db, { name: 'Shop', kind: 'web', type: 'confidential', scopes: ['openid'] });
     expect(created.introspection).toBe(false);
     const tokens = await signIn(t, tv, user.userId);

@@ -6,11 +6,12 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { KEY_FILE_NAME } from '../../src/lib/key-encryption-key-file.js';
-import { Sealer } from '../../src/lib/sealing.js';
-import { rewrapAll, signingKeyIdentity } from '../../src/oauth/key-encryption.js';
+import { KEY_FILE_NAME } from '../../src/keys/key-encryption-key-file.js';
+import { Sealer } from '../../src/keys/sealing.js';
+import { rewrapAll, signingKeyIdentity, streamHeaderIdentity } from '../../src/keys/key-encryption.js';
 import { startTestApp, TEST_KEY_ENCRYPTION_KEY, type TestApp } from '../helpers/app.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { createStream, PUSH, seedReceiver } from '../helpers/ssf.js';
 
 /**
  * Issue 22 §3: private keys and the server's HMAC keys are sealed (AES-256-GCM) under a
@@ -73,7 +74,9 @@ describe('keys at rest', () => {
     const other = newKey();
     const refused = startTestApp({ database: t.database, env: { KEY_ENCRYPTION_KEY: other } });
     await expect(refused).rejects.toThrow(ConfigError);
-    await expect(refused).rejects.toThrow(/KEY_ENCRYPTION_KEY: server_secrets:\S+ is sealed under key-encryption key [0-9a-f]{16}, but KEY_ENCRYPTION_KEY is [0-9a-f]{16}/);
+    await expect(refused).rejects.toThrow(
+      /KEY_ENCRYPTION_KEY: server_secrets:\S+ is sealed under key-encryption key [0-9a-f]{16}, but KEY_ENCRYPTION_KEY is [0-9a-f]{16}/,
+    );
   });
 
   it('a sealed value moved onto another row does not open', async () => {
@@ -84,12 +87,14 @@ describe('keys at rest', () => {
   });
 
   it('PostgreSQL without KEY_ENCRYPTION_KEY is refused unless it is a development setup; a malformed key is refused without echoing it', () => {
-    expect(() => loadConfig({ DATABASE_URL: 'postgres://db/x' })).toThrow(/^invalid configuration: KEY_ENCRYPTION_KEY: is required with DATABASE_URL.*DEVELOPMENT_SETUP=true/);
+    expect(() => loadConfig({ DATABASE_URL: 'postgres://db/x' })).toThrow(
+      /^invalid configuration: KEY_ENCRYPTION_KEY: is required with DATABASE_URL.*DEVELOPMENT_SETUP=true/,
+    );
     expect(loadConfig({ DATABASE_URL: 'postgres://db/x', DEVELOPMENT_SETUP: 'true' }).keyEncryption.current).toBeNull();
     expect(loadConfig({ DATABASE_URL: 'postgres://db/x', KEY_ENCRYPTION_KEY: newKey() }).keyEncryption.current).toHaveLength(32);
     // base64url is taken as well.
     expect(loadConfig({ KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64url') }).keyEncryption.current).toHaveLength(32);
-    for (const bad of ['c2hvcnQ=', randomBytes(31).toString('base64'), randomBytes(33).toString('base64'), `${newKey()} `, 'x'.repeat(43) + '!']) {
+    for (const bad of ['c2hvcnQ=', randomBytes(31).toString('base64'), randomBytes(33).toString('base64'), `${newKey()} `, `${'x'.repeat(43)}!`]) {
       let message = '';
       try {
         loadConfig({ KEY_ENCRYPTION_KEY: bad });
@@ -127,7 +132,9 @@ describe('keys at rest', () => {
     await again.close();
 
     chmodSync(file, 0o644);
-    await expect(startTestApp({ database: first.database, env })).rejects.toThrow(/key-encryption-key is readable or writable by others \(mode 644\): chmod 600/);
+    await expect(startTestApp({ database: first.database, env })).rejects.toThrow(
+      /key-encryption-key is readable or writable by others \(mode 644\): chmod 600/,
+    );
   });
 
   it('rewrap re-seals everything under the new key with the previous one beside it; afterwards the previous key is no longer needed', async () => {
@@ -137,14 +144,34 @@ describe('keys at rest', () => {
     const current = Buffer.from(TEST_KEY_ENCRYPTION_KEY, 'base64');
     const next = randomBytes(32);
     // During the rollout: instances with the new key and the previous one start and sign.
-    const during = await startTestApp({ database: t.database, env: { KEY_ENCRYPTION_KEY: next.toString('base64'), KEY_ENCRYPTION_KEY_PREVIOUS: TEST_KEY_ENCRYPTION_KEY } });
+    const during = await startTestApp({
+      database: t.database,
+      env: { KEY_ENCRYPTION_KEY: next.toString('base64'), KEY_ENCRYPTION_KEY_PREVIOUS: TEST_KEY_ENCRYPTION_KEY },
+    });
     expect(during.deps.keys.signingKey().kid).toBe(signing);
     await during.close();
 
+    // A Shared Signals push stream's Authorization header is sealed too (issue 32 §3).
+    const receiver = await seedReceiver(t);
+    const stream = await createStream(t, receiver, {
+      delivery: { method: PUSH, endpoint_url: 'https://receiver.example/e', authorization_header: 'Bearer kept-secret' },
+    });
+
     const result = await rewrapAll(t.deps.db, new Sealer(next, current));
-    expect(result).toMatchObject({ signing_keys: 2, server_secrets: Object.keys(t.deps.secrets).length, key_encryption_key: new Sealer(next).currentId });
+    expect(result).toMatchObject({
+      signing_keys: 2,
+      server_secrets: Object.keys(t.deps.secrets).length,
+      ssf_stream_headers: 1,
+      key_encryption_key: new Sealer(next).currentId,
+    });
     // Twice changes nothing.
-    expect(await rewrapAll(t.deps.db, new Sealer(next, current))).toMatchObject({ signing_keys: 0, server_secrets: 0 });
+    expect(await rewrapAll(t.deps.db, new Sealer(next, current))).toMatchObject({ signing_keys: 0, server_secrets: 0, ssf_stream_headers: 0 });
+    const header = await t.deps.db
+      .selectFrom('ssf_streams')
+      .select('authorization_header_sealed')
+      .where('stream_id', '=', stream.stream_id)
+      .executeTakeFirstOrThrow();
+    expect(new Sealer(next).open(header.authorization_header_sealed!, streamHeaderIdentity(stream.stream_id)).toString('utf8')).toBe('Bearer kept-secret');
 
     const after = await startTestApp({ database: t.database, env: { KEY_ENCRYPTION_KEY: next.toString('base64') } });
     try {
@@ -164,7 +191,11 @@ describe('keys at rest', () => {
       const t = await startTestApp({ database });
       try {
         expect(t.deps.secrets.userCodeKey.equals(Buffer.alloc(32, 9))).toBe(true);
-        const row = await t.deps.db.selectFrom('server_secrets').select(['value', 'sealed_value']).where('name', '=', 'user_code_hmac_key').executeTakeFirstOrThrow();
+        const row = await t.deps.db
+          .selectFrom('server_secrets')
+          .select(['value', 'sealed_value'])
+          .where('name', '=', 'user_code_hmac_key')
+          .executeTakeFirstOrThrow();
         expect(row.value).toBeNull();
         expect(row.sealed_value).not.toBeNull();
       } finally {

@@ -3,20 +3,12 @@ import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { signOutDevice } from '../../src/accounts/devices.js';
-import { purgeExpired } from '../../src/oauth/housekeeping.js';
+import { purgeExpired } from '../../src/housekeeping/purge.js';
 import { ICON_MAX_BYTES } from '../../src/oauth/device/icon-fetch.js';
 import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
-import { Browser, signedInBrowser } from '../helpers/browser.js';
+import { type Browser, signedInBrowser } from '../helpers/browser.js';
 import { decide, poll, requestDeviceCode, startDeviceFlow } from '../helpers/device.js';
-import {
-  fetchingFrom,
-  ICON_HOST,
-  ICON_PNG,
-  pngHandler,
-  redirectTo,
-  startIconServer,
-  type IconServer,
-} from '../helpers/icon-server.js';
+import { fetchingFrom, ICON_HOST, ICON_PNG, pngHandler, redirectTo, startIconServer, type IconServer } from '../helpers/icon-server.js';
 
 let server: IconServer;
 
@@ -69,11 +61,22 @@ async function outcomesOf(t: TestApp, run: () => Promise<unknown>): Promise<Reco
   const before = await outcomes(t);
   await run();
   const after = await outcomes(t);
-  return Object.fromEntries(Object.entries(after).filter(([name, n]) => n !== (before[name] ?? 0)).map(([name, n]) => [name, n - (before[name] ?? 0)]));
+  return Object.fromEntries(
+    Object.entries(after)
+      .filter(([name, n]) => n !== (before[name] ?? 0))
+      .map(([name, n]) => [name, n - (before[name] ?? 0)]),
+  );
 }
 
 const storedIcons = async (t: TestApp) =>
-  Number((await t.deps.db.selectFrom('platform_icons').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+  Number(
+    (
+      await t.deps.db
+        .selectFrom('platform_icons')
+        .select((eb) => eb.fn.countAll().as('n'))
+        .executeTakeFirstOrThrow()
+    ).n,
+  );
 
 /** Answers hang until the test lets them go (or the server closes). */
 function heldResponses() {
@@ -126,7 +129,10 @@ describe('the platform icon is fetched by the server and served from its own ori
     const iconUrl = server.url('/again.png');
     const first = await requestWithIcon(s.t, s.tv.clientId, iconUrl);
     // Two more at once: neither fetches again.
-    const [second, third] = await Promise.all([startDeviceFlow(s.t, s.tv.clientId, { platform_icon: iconUrl }), startDeviceFlow(s.t, s.tv.clientId, { platform_icon: iconUrl })]);
+    const [second, third] = await Promise.all([
+      startDeviceFlow(s.t, s.tv.clientId, { platform_icon: iconUrl }),
+      startDeviceFlow(s.t, s.tv.clientId, { platform_icon: iconUrl }),
+    ]);
     await s.t.deps.platformIcons.settled();
     for (const { user_code } of [first, second, third]) expect(await iconOnApprovalPage(s.browser, user_code)).toBe(ICON_PATH);
     expect(server.requests.filter((r) => r.path === '/again.png')).toHaveLength(1);
@@ -327,7 +333,7 @@ describe('a refused icon: no icon, and the device request still succeeds', () =>
     }
   });
 
-  it('a certificate that does not name the URL\'s host, though it names the address connected to', async () => {
+  it("a certificate that does not name the URL's host, though it names the address connected to", async () => {
     server.names.set('elsewhere.test', ['127.0.0.1']);
     const url = `https://elsewhere.test:${server.port}/tv.png`;
     expect(await outcomesOf(s.t, () => requestWithIcon(s.t, s.tv.clientId, url))).toEqual({ connection_failed: 1 });

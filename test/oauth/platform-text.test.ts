@@ -17,20 +17,42 @@ const TEXT_FIELDS = ['platform_name', 'platform_description'] as const;
 
 /** Every category and filler the rule names, with examples a tester would reach for first. */
 const FORBIDDEN_SAMPLES = [
-  '\u0000', '\u0007', '\t', '\n', '\r', '\u001B', '\u007F', '\u0085', // Cc
-  '\u00AD', '\u200B', '\u200C', '\u200D', '\u200E', '\u202E', '\u2060', '\u2066', '\uFEFF', // Cf
-  '\uE000', '\uF8FF', '\u{F0000}', // Co
-  '\uD800', '\uDFFF', // Cs (lone surrogates)
+  '\u0000',
+  '\u0007',
+  '\t',
+  '\n',
+  '\r',
+  '\u001B',
+  '\u007F',
+  '\u0085', // Cc
+  '\u00AD',
+  '\u200B',
+  '\u200C',
+  '\u200D',
+  '\u200E',
+  '\u202E',
+  '\u2060',
+  '\u2066',
+  '\uFEFF', // Cf
+  '\uE000',
+  '\uF8FF',
+  '\u{F0000}', // Co
+  '\uD800',
+  '\uDFFF', // Cs (lone surrogates)
   '\u2028', // Zl
   '\u2029', // Zp
-  '\u0378', '\u{E0080}', '\uFFFF', // Cn
-  '\u115F', '\u1160', '\u3164', '\uFFA0', '\u2800', // fillers that render as nothing
+  '\u0378',
+  '\u{E0080}',
+  '\uFFFF', // Cn
+  '\u115F',
+  '\u1160',
+  '\u3164',
+  '\uFFA0',
+  '\u2800', // fillers that render as nothing
 ];
 
 /** Visible text: letters, digits, punctuation, symbols, ordinary spaces, emoji. */
-const visibleCharacter = fc.constantFrom(
-  ...'abcXYZ019 -_.,:;!?()[]/@#&+*\'"<>éüßñçÅØ日本語한국어Ωπ€£¥✓★♪🙂📺🤖'.match(/./gu)!,
-);
+const visibleCharacter = fc.constantFrom(...'abcXYZ019 -_.,:;!?()[]/@#&+*\'"<>éüßñçÅØ日本語한국어Ωπ€£¥✓★♪🙂📺🤖'.match(/./gu)!);
 const visibleText = (maxLength: number) =>
   fc
     .array(visibleCharacter, { minLength: 1, maxLength })
@@ -59,12 +81,7 @@ describe('device details: platform_name, platform_description, platform_icon', (
       fc.asyncProperty(visibleText(PLATFORM_FIELD_LIMITS[field]), async (text) => {
         const res = await requestDeviceCode(t, { client_id: clientId, [field]: text });
         expect(res.statusCode, res.body).toBe(200);
-        const row = await t.deps.db
-          .selectFrom('device_requests')
-          .select(field)
-          .orderBy('request_id', 'desc')
-          .limit(1)
-          .executeTakeFirstOrThrow();
+        const row = await t.deps.db.selectFrom('device_requests').select(field).orderBy('request_id', 'desc').limit(1).executeTakeFirstOrThrow();
         expect(row[field]).toBe(text);
       }),
       { numRuns: 25 },

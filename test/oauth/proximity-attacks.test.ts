@@ -3,7 +3,7 @@ import { seedClient, seedUser, startTestApp, FORM, form, type TestApp } from '..
 import { approvalPage, approverAt as approverWith, decideOnPage as decide } from '../helpers/approval.js';
 import { DEVICE_GRANT } from '../helpers/device.js';
 import type { DeviceAuthorizationResponse } from '../../src/oauth/device/authorization.js';
-import { hashOpaque } from '../../src/oauth/tokens.js';
+import { hashOpaque } from '../../src/oauth/opaque-tokens.js';
 
 /**
  * Issue 27 §1-§3, end to end over HTTP, as the outside review reproduced them: TRUST_PROXY names
@@ -67,10 +67,18 @@ function refreshFrom(address: string, clientId: string, refreshToken: string) {
 }
 
 const grantsOf = (userId: string) =>
-  t.deps.db.selectFrom('grants').select(['grant_id', 'signed_in_ip', 'approver_ip', 'redeemer_ip', 'redeemer_action', 'redeemer_signals', 'revoked_at', 'revoked_reason']).where('user_id', '=', userId).execute();
+  t.deps.db
+    .selectFrom('grants')
+    .select(['grant_id', 'signed_in_ip', 'approver_ip', 'redeemer_ip', 'redeemer_action', 'redeemer_signals', 'revoked_at', 'revoked_reason'])
+    .where('user_id', '=', userId)
+    .execute();
 
 const requestRow = (flow: DeviceAuthorizationResponse) =>
-  t.deps.db.selectFrom('device_requests').select(['status', 'denied_reason', 'redeemer_ip', 'approver_ip']).where('device_code_hash', '=', hashOpaque(flow.device_code)).executeTakeFirstOrThrow();
+  t.deps.db
+    .selectFrom('device_requests')
+    .select(['status', 'denied_reason', 'redeemer_ip', 'approver_ip'])
+    .where('device_code_hash', '=', hashOpaque(flow.device_code))
+    .executeTakeFirstOrThrow();
 
 /** Approves with the step the page asks for, if it asks; the device's poll then collects from `redeemer`. */
 async function approveFrom(approver: string, requester: string, user: { email: string; password: string }, clientId: string) {
@@ -85,8 +93,18 @@ async function approveFrom(approver: string, requester: string, user: { email: s
 }
 
 const SAME_AS_ATTACKS = [
-  ['the WARP phisher in Singapore against a victim on iCloud Private Relay in the US', WARP_SINGAPORE, PRIVATE_RELAY_US, ['This request came through a VPN, relay or proxy service shared by many people', 'This request came from another country than the one you are in.']],
-  ['an EC2 phisher in Korea against a victim behind a corporate VPN on AWS in the US', EC2_KOREA, AWS_US, ['This request came from a hosting provider’s network', 'This request came from another country than the one you are in.']],
+  [
+    'the WARP phisher in Singapore against a victim on iCloud Private Relay in the US',
+    WARP_SINGAPORE,
+    PRIVATE_RELAY_US,
+    ['This request came through a VPN, relay or proxy service shared by many people', 'This request came from another country than the one you are in.'],
+  ],
+  [
+    'an EC2 phisher in Korea against a victim behind a corporate VPN on AWS in the US',
+    EC2_KOREA,
+    AWS_US,
+    ['This request came from a hosting provider’s network', 'This request came from another country than the one you are in.'],
+  ],
 ] as const;
 
 describe('§1 the same AS is no proximity', () => {
@@ -138,7 +156,9 @@ describe('§2 without TRUST_PROXY behind a proxy', () => {
     expect(poll.json()).toMatchObject({ error: 'access_denied' });
     expect(await grantsOf(user.userId)).toEqual([]);
 
-    const warnings = lines.map((line) => JSON.parse(line) as { level: number; msg: string; peer?: string }).filter((line) => line.msg.includes('TRUST_PROXY does not name'));
+    const warnings = lines
+      .map((line) => JSON.parse(line) as { level: number; msg: string; peer?: string })
+      .filter((line) => line.msg.includes('TRUST_PROXY does not name'));
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatchObject({ level: 40, peer: '127.0.0.1' });
     const ready = await t.app.inject({ method: 'GET', url: '/readyz' });
@@ -241,7 +261,7 @@ describe('§3 refreshes are compared with the rotation they repeat and with the 
     return { tv, user, refreshToken: poll.json().refresh_token as string };
   }
 
-  it('a copied old refresh token presented 10 s after the device\'s rotation from another network is reuse: the grant is revoked', async () => {
+  it("a copied old refresh token presented 10 s after the device's rotation from another network is reuse: the grant is revoked", async () => {
     const { tv, user, refreshToken } = await signedInDevice();
     const rotated = await refreshFrom(HOME_DE, tv.clientId, refreshToken);
     expect(rotated.statusCode, rotated.body).toBe(200);
@@ -254,7 +274,7 @@ describe('§3 refreshes are compared with the rotation they repeat and with the 
     expect((await refreshFrom(HOME_DE, tv.clientId, rotated.json().refresh_token)).json()).toMatchObject({ error: 'invalid_grant' });
   });
 
-  it('the same retry from the device\'s own network gets the lost answer again', async () => {
+  it("the same retry from the device's own network gets the lost answer again", async () => {
     const { tv, user, refreshToken } = await signedInDevice();
     const rotated = await refreshFrom(HOME_DE, tv.clientId, refreshToken);
     t.clock.advance(10);
@@ -270,11 +290,22 @@ describe('§3 refreshes are compared with the rotation they repeat and with the 
     expect(abroad.statusCode, abroad.body).toBe(200);
     const still = await refreshFrom(HOME_US, tv.clientId, abroad.json().refresh_token);
     expect(still.statusCode).toBe(200);
-    const events = await t.deps.db.selectFrom('grant_events').select(['event', 'reason', 'client_ip']).where('user_id', '=', user.userId).where('event', '=', 'refreshed_elsewhere').execute();
-    expect(events).toEqual([{ event: 'refreshed_elsewhere', reason: 'country_mismatch', client_ip: HOME_US }]);
+    const events = await t.deps.db
+      .selectFrom('events')
+      .select(['type', 'reason', 'client_ip'])
+      .where('user_id', '=', user.userId)
+      .where('type', '=', 'grant.refreshed_elsewhere')
+      .execute();
+    expect(events).toEqual([{ type: 'grant.refreshed_elsewhere', reason: 'country_mismatch', client_ip: HOME_US }]);
     const hosted = await refreshFrom(AWS_US, tv.clientId, still.json().refresh_token);
     expect(hosted.statusCode).toBe(200);
-    const after = await t.deps.db.selectFrom('grant_events').select(['reason']).where('user_id', '=', user.userId).where('event', '=', 'refreshed_elsewhere').orderBy('event_id').execute();
+    const after = await t.deps.db
+      .selectFrom('events')
+      .select(['reason'])
+      .where('user_id', '=', user.userId)
+      .where('type', '=', 'grant.refreshed_elsewhere')
+      .orderBy('event_id')
+      .execute();
     expect(after.map((event) => event.reason)).toEqual(['country_mismatch', 'country_mismatch hosting_network']);
     expect((await grantsOf(user.userId))[0]).toMatchObject({ revoked_at: null });
   });

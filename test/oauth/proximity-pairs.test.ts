@@ -1,13 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { loadGeo, type Geo } from '../../src/geo/locate.js';
-import {
-  assessProximity,
-  assessRedeemer,
-  type PolicyAction,
-  type ProximityPolicy,
-  type ProximitySignal,
-} from '../../src/oauth/device/proximity.js';
+import { assessProximity, assessRedeemer, type PolicyAction, type ProximityPolicy, type ProximitySignal } from '../../src/oauth/device/proximity.js';
 
 /**
  * Issue 27 §6: requester/approver address pairs with the notice the approval page gets and the
@@ -73,7 +67,14 @@ const PAIRS: Pair[] = [
   pair('another country, two home ISPs (US vs DE)', '73.0.0.1', '79.192.0.1', 'none', ['country_mismatch'], 'confirm'),
   pair('another country, two mobile carriers (ZA vs KE)', '41.0.0.1', '102.0.0.1', 'none', ['country_mismatch'], 'confirm'),
   // Same AS in different countries
-  pair('WARP Singapore (attacker) vs iCloud Private Relay US (victim), both AS13335', '104.28.13.1', '104.28.0.1', 'none', ['country_mismatch', 'relay_network'], 'confirm'),
+  pair(
+    'WARP Singapore (attacker) vs iCloud Private Relay US (victim), both AS13335',
+    '104.28.13.1',
+    '104.28.0.1',
+    'none',
+    ['country_mismatch', 'relay_network'],
+    'confirm',
+  ),
   pair('WARP UK vs WARP US, AS13335', '104.28.200.1', '104.28.0.1', 'none', ['country_mismatch', 'relay_network'], 'confirm'),
   pair('Hetzner Finland vs Hetzner Germany, AS24940', '95.216.0.1', '88.198.0.1', 'none', ['country_mismatch', 'hosting_network'], 'confirm'),
   pair('Mullvad Sweden vs Mullvad Netherlands, AS39351', '193.138.218.1', '185.65.134.1', 'none', ['country_mismatch', 'relay_network'], 'confirm'),
@@ -85,7 +86,14 @@ const PAIRS: Pair[] = [
   pair('Zscaler egress (US) vs a US home', '165.225.0.1', '73.0.0.1', 'none', ['relay_network'], 'confirm'),
   pair('Akamai CDN (US) vs a US home', '23.32.0.1', '73.0.0.1', 'none', ['relay_network'], 'confirm'),
   pair('Cloudflare 1.1.1.1 (AU by whois) vs WARP US', '1.1.1.1', '104.28.0.1', 'none', ['country_mismatch', 'relay_network'], 'confirm'),
-  pair('a German home request, the approver on WARP US: the approver\'s relay is no signal, the country is', '79.192.0.1', '104.28.0.1', 'none', ['country_mismatch'], 'confirm'),
+  pair(
+    "a German home request, the approver on WARP US: the approver's relay is no signal, the country is",
+    '79.192.0.1',
+    '104.28.0.1',
+    'none',
+    ['country_mismatch'],
+    'confirm',
+  ),
   // Cloud vs cloud
   pair('EC2 Korea (attacker) vs a corporate VPN on AWS US (victim)', '3.34.0.1', '3.80.0.1', 'none', ['country_mismatch', 'hosting_network'], 'confirm'),
   pair('EC2 Korea vs EC2 Korea, one AS: no provider statement for a cloud', '3.34.0.1', '13.125.0.1', 'none', ['hosting_network'], 'confirm'),
@@ -94,7 +102,7 @@ const PAIRS: Pair[] = [
   pair('Hetzner IPv6 in one /64: still a hosting network', '2a01:4f8::1', '2a01:4f8::2', 'none', ['hosting_network'], 'confirm'),
   pair('Hetzner Germany vs DigitalOcean Netherlands', '88.198.0.1', '5.101.96.1', 'none', ['country_mismatch', 'hosting_network'], 'confirm'),
   pair('Google (US) vs a US home', '8.8.8.8', '73.0.0.1', 'none', ['hosting_network'], 'confirm'),
-  pair('a hosting network in the approver\'s own country', '88.198.0.1', '79.192.0.1', 'none', ['hosting_network'], 'confirm'),
+  pair("a hosting network in the approver's own country", '88.198.0.1', '79.192.0.1', 'none', ['hosting_network'], 'confirm'),
   // Private, loopback, link-local, reserved: location unknown on either side, never a match
   pair('private vs public', '10.0.0.5', '79.192.0.1', 'none', ['unknown_location'], 'warn'),
   pair('public vs private (the approver cannot be placed)', '79.192.0.1', '192.168.1.20', 'none', ['unknown_location'], 'warn'),
@@ -105,12 +113,19 @@ const PAIRS: Pair[] = [
   pair('IPv6 link-local on both sides', 'fe80::1', 'fe80::1', 'none', ['unknown_location'], 'warn'),
   pair('documentation range vs public', '203.0.113.7', '79.192.0.1', 'none', ['unknown_location'], 'warn'),
   pair('no address recorded vs public', '', '79.192.0.1', 'none', ['unknown_location'], 'warn'),
-  pair('a hosting request and an approver on a private network: both signals', '88.198.0.1', '10.1.2.3', 'none', ['hosting_network', 'unknown_location'], 'confirm'),
+  pair(
+    'a hosting request and an approver on a private network: both signals',
+    '88.198.0.1',
+    '10.1.2.3',
+    'none',
+    ['hosting_network', 'unknown_location'],
+    'confirm',
+  ),
   // The server's own trusted proxy
-  pair('the trusted proxy\'s address on both sides', PROXY, PROXY, 'none', ['unknown_location'], 'warn'),
-  pair('the trusted proxy\'s address vs a public approver', PROXY, '79.192.0.1', 'none', ['unknown_location'], 'warn'),
-  pair('a public requester vs the trusted proxy\'s address', '79.192.0.1', PROXY, 'none', ['unknown_location'], 'warn'),
-  pair('the trusted proxy\'s IPv6 network on both sides', '2a01:4f8:0:a::1', '2a01:4f8:0:a::2', 'none', ['unknown_location'], 'warn'),
+  pair("the trusted proxy's address on both sides", PROXY, PROXY, 'none', ['unknown_location'], 'warn'),
+  pair("the trusted proxy's address vs a public approver", PROXY, '79.192.0.1', 'none', ['unknown_location'], 'warn'),
+  pair("a public requester vs the trusted proxy's address", '79.192.0.1', PROXY, 'none', ['unknown_location'], 'warn'),
+  pair("the trusted proxy's IPv6 network on both sides", '2a01:4f8:0:a::1', '2a01:4f8:0:a::2', 'none', ['unknown_location'], 'warn'),
 ];
 
 let geo: Geo;
@@ -164,17 +179,105 @@ interface RedeemerCase {
 }
 
 const REDEEMERS: RedeemerCase[] = [
-  { name: 'the requester\'s own address', requester: '79.192.0.1', approver: '79.192.0.1', redeemer: '79.192.0.1', signals: [], defaultAction: 'allow', mismatchDenyAction: 'allow' },
-  { name: 'the requester\'s /64', requester: '2003:e4:1:2::1', approver: '79.192.0.1', redeemer: '2003:e4:1:2::9', signals: [], defaultAction: 'allow', mismatchDenyAction: 'allow' },
-  { name: 'the approver\'s own address', requester: '2003:e4:1:2::1', approver: '79.192.0.1', redeemer: '79.192.0.1', signals: [], defaultAction: 'allow', mismatchDenyAction: 'allow' },
-  { name: 'another address of the requester\'s ISP', requester: '79.192.0.1', approver: '79.192.0.1', redeemer: '79.192.0.2', signals: [], defaultAction: 'allow', mismatchDenyAction: 'allow' },
-  { name: 'a residential request collected from AWS US', requester: '79.192.0.1', approver: '79.192.0.1', redeemer: '3.80.0.1', signals: ['country_mismatch', 'hosting_network', 'redeemer_mismatch'], defaultAction: 'warn', mismatchDenyAction: 'deny' },
-  { name: 'a residential request collected from Hetzner in the same country', requester: '79.192.0.1', approver: '79.192.0.1', redeemer: '88.198.0.1', signals: ['hosting_network', 'redeemer_mismatch'], defaultAction: 'warn', mismatchDenyAction: 'deny' },
-  { name: 'collected through WARP in Singapore', requester: '104.28.0.1', approver: '104.28.0.1', redeemer: '104.28.13.1', signals: ['country_mismatch', 'relay_network', 'redeemer_mismatch'], defaultAction: 'warn', mismatchDenyAction: 'deny' },
-  { name: 'collected from another home ISP in the same country', requester: '79.192.0.1', approver: '79.192.0.1', redeemer: '37.120.0.1', signals: ['redeemer_mismatch'], defaultAction: 'warn', mismatchDenyAction: 'deny' },
-  { name: 'an approval recorded without the approver\'s address (before this check): only the redeemer\'s own place counts', requester: '79.192.0.1', approver: '', redeemer: '79.192.0.2', signals: [], defaultAction: 'allow', mismatchDenyAction: 'allow' },
-  { name: 'a public request collected from a private address', requester: '79.192.0.1', approver: '79.192.0.1', redeemer: '192.168.1.20', signals: ['unknown_location', 'redeemer_mismatch'], defaultAction: 'warn', mismatchDenyAction: 'deny' },
-  { name: 'loopback throughout (no TRUST_PROXY)', requester: '127.0.0.1', approver: '127.0.0.1', redeemer: '127.0.0.1', signals: ['unknown_location'], defaultAction: 'warn', mismatchDenyAction: 'warn' },
+  {
+    name: "the requester's own address",
+    requester: '79.192.0.1',
+    approver: '79.192.0.1',
+    redeemer: '79.192.0.1',
+    signals: [],
+    defaultAction: 'allow',
+    mismatchDenyAction: 'allow',
+  },
+  {
+    name: "the requester's /64",
+    requester: '2003:e4:1:2::1',
+    approver: '79.192.0.1',
+    redeemer: '2003:e4:1:2::9',
+    signals: [],
+    defaultAction: 'allow',
+    mismatchDenyAction: 'allow',
+  },
+  {
+    name: "the approver's own address",
+    requester: '2003:e4:1:2::1',
+    approver: '79.192.0.1',
+    redeemer: '79.192.0.1',
+    signals: [],
+    defaultAction: 'allow',
+    mismatchDenyAction: 'allow',
+  },
+  {
+    name: "another address of the requester's ISP",
+    requester: '79.192.0.1',
+    approver: '79.192.0.1',
+    redeemer: '79.192.0.2',
+    signals: [],
+    defaultAction: 'allow',
+    mismatchDenyAction: 'allow',
+  },
+  {
+    name: 'a residential request collected from AWS US',
+    requester: '79.192.0.1',
+    approver: '79.192.0.1',
+    redeemer: '3.80.0.1',
+    signals: ['country_mismatch', 'hosting_network', 'redeemer_mismatch'],
+    defaultAction: 'warn',
+    mismatchDenyAction: 'deny',
+  },
+  {
+    name: 'a residential request collected from Hetzner in the same country',
+    requester: '79.192.0.1',
+    approver: '79.192.0.1',
+    redeemer: '88.198.0.1',
+    signals: ['hosting_network', 'redeemer_mismatch'],
+    defaultAction: 'warn',
+    mismatchDenyAction: 'deny',
+  },
+  {
+    name: 'collected through WARP in Singapore',
+    requester: '104.28.0.1',
+    approver: '104.28.0.1',
+    redeemer: '104.28.13.1',
+    signals: ['country_mismatch', 'relay_network', 'redeemer_mismatch'],
+    defaultAction: 'warn',
+    mismatchDenyAction: 'deny',
+  },
+  {
+    name: 'collected from another home ISP in the same country',
+    requester: '79.192.0.1',
+    approver: '79.192.0.1',
+    redeemer: '37.120.0.1',
+    signals: ['redeemer_mismatch'],
+    defaultAction: 'warn',
+    mismatchDenyAction: 'deny',
+  },
+  {
+    name: "an approval recorded without the approver's address (before this check): only the redeemer's own place counts",
+    requester: '79.192.0.1',
+    approver: '',
+    redeemer: '79.192.0.2',
+    signals: [],
+    defaultAction: 'allow',
+    mismatchDenyAction: 'allow',
+  },
+  {
+    name: 'a public request collected from a private address',
+    requester: '79.192.0.1',
+    approver: '79.192.0.1',
+    redeemer: '192.168.1.20',
+    signals: ['unknown_location', 'redeemer_mismatch'],
+    defaultAction: 'warn',
+    mismatchDenyAction: 'deny',
+  },
+  {
+    name: 'loopback throughout (no TRUST_PROXY)',
+    requester: '127.0.0.1',
+    approver: '127.0.0.1',
+    redeemer: '127.0.0.1',
+    signals: ['unknown_location'],
+    defaultAction: 'warn',
+    mismatchDenyAction: 'warn',
+  },
 ];
 
 describe('the redeeming poll, compared with the request and the approver', () => {

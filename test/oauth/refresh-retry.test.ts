@@ -1,6 +1,6 @@
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashOpaque } from '../../src/oauth/tokens.js';
+import { hashOpaque } from '../../src/oauth/opaque-tokens.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { holdLocks } from '../helpers/lock-holder.js';
@@ -75,7 +75,7 @@ describe('a retried refresh gets the same answer (REFRESH_RETRY_WINDOW, default 
     const grant = await grantOf(t, first.refresh_token!);
     expect(grant.revoked_at).toBeNull();
     expect(grant.last_used_at).toEqual(t.clock.now());
-    expect((await eventsOf(t, grant.grant_id)).map((e) => e.event)).toEqual(['issued', 'rotated', 'retried']);
+    expect((await eventsOf(t, grant.grant_id)).map((e) => e.type)).toEqual(['grant.issued', 'grant.rotated', 'grant.retried']);
     // The successor carries on as if the first answer had arrived.
     const next = await refreshed(t, tv, retried.refresh_token!);
     expect(await liveAmong(t, grant.grant_id, [first.refresh_token!, lost.refresh_token!, next.refresh_token!])).toEqual([next.refresh_token]);
@@ -187,7 +187,7 @@ describe('races: each ends with exactly one live refresh token or a revoked gran
       expect([answer.refresh_token, answer.access_token]).toEqual([lost.refresh_token, lost.access_token]);
     }
     expect(await liveAmong(t, grant.grant_id, [first.refresh_token!, lost.refresh_token!])).toEqual([lost.refresh_token]);
-    expect((await eventsOf(t, grant.grant_id)).filter((e) => e.event === 'retried')).toHaveLength(10);
+    expect((await eventsOf(t, grant.grant_id)).filter((e) => e.type === 'grant.retried')).toHaveLength(10);
   });
 
   it('a retry against the successor’s first use, many rounds: the retry wins and the successor rotates, or the grant is revoked', async () => {

@@ -1,7 +1,7 @@
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { banUser } from '../../src/accounts/bans.js';
-import { hashOpaque } from '../../src/oauth/tokens.js';
+import { hashOpaque } from '../../src/oauth/opaque-tokens.js';
 import { seedClient, seedUser, type TestApp } from '../helpers/app.js';
 import { holdLocks } from '../helpers/lock-holder.js';
 import {
@@ -62,8 +62,8 @@ describe('POST /oauth/token with grant_type=refresh_token (RFC 6749 §6)', () =>
     expect(grant.expires_at).toEqual(new Date(t.clock.now().getTime() + 5_184_000_000));
     expect(await refreshTokensOf(grant.grant_id)).toEqual({ current: hex(hashOpaque(second.refresh_token!)), issued: 2 });
     expect(await eventsOf(t, grant.grant_id)).toEqual([
-      { event: 'issued', reason: 'device_code', client_ip: '127.0.0.1' },
-      { event: 'rotated', reason: null, client_ip: '127.0.0.1' },
+      { type: 'grant.issued', reason: 'device_code', client_ip: '127.0.0.1' },
+      { type: 'grant.rotated', reason: null, client_ip: '127.0.0.1' },
     ]);
     expect(await introspection(t, rs, second.access_token)).toMatchObject({ active: true, scope: ALL });
   });
@@ -179,7 +179,7 @@ describe('the end of a grant: every refresh and access token of it stops at once
     const grant = await grantOf(t, second.refresh_token!);
     expect(grant.revoked_at).not.toBeNull();
     expect(grant.revoked_reason).toBe(reason);
-    expect((await eventsOf(t, grant.grant_id)).filter((e) => e.event === 'revoked')).toEqual([{ event: 'revoked', reason, client_ip: ip }]);
+    expect((await eventsOf(t, grant.grant_id)).filter((e) => e.type === 'grant.revoked')).toEqual([{ type: 'grant.revoked', reason, client_ip: ip }]);
   });
 });
 
@@ -226,6 +226,9 @@ describe('ID token on refresh (OpenID Connect Core §12.2)', () => {
     const after = (await jwtVerify(second.id_token!, jwks, options)).payload;
     expect(after.sub).toBe(user.userId);
     expect(after.auth_time).toBe(before.auth_time);
+    // The same session: the grant's, which a Shared Signals session-revoked names (issue 32 §3).
+    expect(after.sid).toBe((await grantOf(t, second.access_token)).grant_id);
+    expect(after.sid).toBe(before.sid);
     expect(after.iat! - before.iat!).toBe(600);
     expect(after.email).toBe(user.email);
   });
@@ -250,9 +253,7 @@ describe('racing refreshes with the same token', () => {
     if (!t.database.url) return async () => {};
     const holder = await holdLocks(t.database.url);
     // A rotation waits on its grant's row, which names the current token.
-    await holder.query('SELECT 1 FROM grants WHERE grant_id = (SELECT grant_id FROM refresh_tokens WHERE token_hash = $1) FOR UPDATE', [
-      hashOpaque(token),
-    ]);
+    await holder.query('SELECT 1 FROM grants WHERE grant_id = (SELECT grant_id FROM refresh_tokens WHERE token_hash = $1) FOR UPDATE', [hashOpaque(token)]);
     return (waiters) => holder.commitWhenWaiting(waiters);
   }
 
@@ -277,10 +278,10 @@ describe('racing refreshes with the same token', () => {
       expect(answer.access_token).toBe(won.access_token);
     }
     expect(await refreshTokensOf(grant.grant_id)).toEqual({ current: hex(hashOpaque(won.refresh_token!)), issued: 2 });
-    expect((await eventsOf(t, grant.grant_id)).map((e) => `${e.event} ${e.reason}`)).toEqual([
-      'issued device_code',
-      'rotated null',
-      ...Array(7).fill('retried null'),
+    expect((await eventsOf(t, grant.grant_id)).map((e) => `${e.type} ${e.reason}`)).toEqual([
+      'grant.issued device_code',
+      'grant.rotated null',
+      ...Array(7).fill('grant.retried null'),
     ]);
     expect(await grantOf(t, tokens.refresh_token!)).toMatchObject({ revoked_at: null });
     await refreshed(t, tv, won.refresh_token!);

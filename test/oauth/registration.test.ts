@@ -61,7 +61,7 @@ describe('grant types come from the registration', () => {
     expect(rows).toEqual([]);
   });
 
-  it('a grant type taken away stops at the next request: the app\'s live refresh token gets unauthorized_client', async () => {
+  it("a grant type taken away stops at the next request: the app's live refresh token gets unauthorized_client", async () => {
     t = await startTestApp();
     const bot = await seedClient(t, { kind: 'bot', type: 'confidential', name: 'Bot' });
     const headers = { authorization: basicAuth(bot.clientId, bot.clientSecret!) };
@@ -72,7 +72,7 @@ describe('grant types come from the registration', () => {
     const issued = await token({ grant_type: DEVICE_GRANT, device_code: started.device_code }, headers);
     expect(issued.statusCode, issued.body).toBe(200);
 
-    const { changeClient } = await import('../../src/oauth/clients.js');
+    const { changeClient } = await import('../../src/apps/registration.js');
     const changed = await afterAnnounced(t, () => changeClient(t.deps.db, bot.clientId, { grant_types: [DEVICE_GRANT] }));
     expect(changed.kind).toBe('changed');
     const refused = await token({ grant_type: REFRESH, refresh_token: issued.json().refresh_token }, headers);
@@ -89,7 +89,7 @@ describe('grant types come from the registration', () => {
 
   it('authorization_code is registered with at least one redirect URI; without one it is refused, on create and on change', async () => {
     t = await startTestApp();
-    const { createClient, changeClient } = await import('../../src/oauth/clients.js');
+    const { createClient, changeClient } = await import('../../src/apps/registration.js');
     const created = await createClient(t.deps.db, {
       name: 'Photo Board',
       kind: 'web',
@@ -105,7 +105,9 @@ describe('grant types come from the registration', () => {
     expect(await changeClient(t.deps.db, created.client_id, { redirect_uris: [] })).toMatchObject({ kind: 'refused' });
     const device = await seedClient(t, { kind: 'web' });
     expect(await changeClient(t.deps.db, device.clientId, { grant_types: ['authorization_code'] })).toMatchObject({ kind: 'refused' });
-    expect(await changeClient(t.deps.db, device.clientId, { grant_types: ['authorization_code'], redirect_uris: ['https://photos.example/callback'] })).toMatchObject({
+    expect(
+      await changeClient(t.deps.db, device.clientId, { grant_types: ['authorization_code'], redirect_uris: ['https://photos.example/callback'] }),
+    ).toMatchObject({
       kind: 'changed',
     });
   });

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { seedClient, seedUser, startTestApp, FORM, form, type TestApp } from '../helpers/app.js';
 import { decide, DEVICE_GRANT } from '../helpers/device.js';
 import { USER_AGENT_MAX } from '../../src/oauth/device/authorization.js';
-import { hashOpaque } from '../../src/oauth/tokens.js';
+import { hashOpaque } from '../../src/oauth/opaque-tokens.js';
 
 /**
  * Issue 20 §1: a device request remembers where it came from (address through TRUST_PROXY, user
@@ -14,7 +14,12 @@ let t: TestApp;
 afterEach(() => t?.close());
 
 async function requestFrom(headers: Record<string, string>, clientId: string) {
-  const res = await t.app.inject({ method: 'POST', url: '/oauth/device/code', headers: { ...FORM, ...headers }, payload: form({ client_id: clientId, scope: 'openid offline_access' }) });
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/oauth/device/code',
+    headers: { ...FORM, ...headers },
+    payload: form({ client_id: clientId, scope: 'openid offline_access' }),
+  });
   expect(res.statusCode, res.body).toBe(200);
   return res.json() as { device_code: string; user_code: string; interval: number };
 }
@@ -36,12 +41,22 @@ describe('where a device request came from', () => {
 
     expect(await decide(t, flow.user_code, user.userId, 'approve')).toBe('approved');
     t.clock.advance(flow.interval);
-    const poll = await t.app.inject({ method: 'POST', url: '/oauth/token', headers: { ...FORM, 'x-forwarded-for': '203.0.113.8' }, payload: form({ grant_type: DEVICE_GRANT, device_code: flow.device_code, client_id: tv.clientId }) });
+    const poll = await t.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: { ...FORM, 'x-forwarded-for': '203.0.113.8' },
+      payload: form({ grant_type: DEVICE_GRANT, device_code: flow.device_code, client_id: tv.clientId }),
+    });
     expect(poll.statusCode, poll.body).toBe(200);
     const grantOf = () => t.deps.db.selectFrom('grants').select(['signed_in_ip', 'last_used_ip']).where('user_id', '=', user.userId).executeTakeFirstOrThrow();
     expect(await grantOf()).toEqual({ signed_in_ip: '203.0.113.7', last_used_ip: '203.0.113.8' });
 
-    const refreshed = await t.app.inject({ method: 'POST', url: '/oauth/token', headers: { ...FORM, 'x-forwarded-for': '198.51.100.20' }, payload: form({ grant_type: 'refresh_token', refresh_token: poll.json().refresh_token, client_id: tv.clientId }) });
+    const refreshed = await t.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: { ...FORM, 'x-forwarded-for': '198.51.100.20' },
+      payload: form({ grant_type: 'refresh_token', refresh_token: poll.json().refresh_token, client_id: tv.clientId }),
+    });
     expect(refreshed.statusCode, refreshed.body).toBe(200);
     expect(await grantOf()).toEqual({ signed_in_ip: '203.0.113.7', last_used_ip: '198.51.100.20' });
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { epochSeconds } from '../../src/lib/clock.js';
-import { FORM, form, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
+import { basicAuth, FORM, form, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { boundDeviceTokens, dpopKey, proofFor, type DpopKey } from '../helpers/dpop.js';
 import { refresh, signIn, type TestClient, type TokenSet } from '../helpers/tokens.js';
 
@@ -85,5 +85,58 @@ describe('a public app revoking a DPoP-bound token proves the key (RFC 7009, RFC
     const tokens = await signIn(t, tv, user.userId, 'openid offline_access');
     expect((await revokeAsPublicApp(tokens.refresh_token!)).statusCode).toBe(200);
     expect((await refresh(t, tv, tokens.refresh_token!)).json().error).toBe('invalid_grant');
+  });
+});
+
+describe('with server nonces (DPOP_NONCES=true), revocation answers as the token endpoint does (RFC 9449 §8)', () => {
+  let n: TestApp;
+  let app: TestClient;
+  let rs: TestClient;
+  let owner: { userId: string };
+  beforeAll(async () => {
+    n = await startTestApp({ env: { DPOP_NONCES: 'true' } });
+    app = await seedClient(n);
+    rs = await seedClient(n, { kind: 'web', type: 'confidential', name: 'Nonce API', introspection: true });
+    owner = await seedUser(n);
+  });
+  afterAll(() => n.close());
+
+  const revokeAt = (token: string, headers: Record<string, string> = {}) =>
+    n.app.inject({ method: 'POST', url: '/oauth/revoke', headers: { ...FORM, ...headers }, payload: form({ client_id: app.clientId, token }) });
+  const nonceProof = (nonce?: string) => proofFor(key, { iat: epochSeconds(n.clock.now()), htu: '/oauth/revoke', ...(nonce === undefined ? {} : { nonce }) });
+
+  it('every answer carries the current DPoP-Nonce; a proof without it is 400 use_dpop_nonce and revokes nothing; with it, the grant is revoked', async () => {
+    const first = await signIn(n, app, owner.userId, 'openid offline_access');
+    const plain = await revokeAt('da_rt_unknown');
+    expect(plain.statusCode).toBe(200);
+    expect(plain.json()).toEqual({});
+    const nonce = String(plain.headers['dpop-nonce']);
+    expect(nonce).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(plain.headers['cache-control']).toBe('no-store');
+
+    const refused = await revokeAt(first.refresh_token!, { dpop: await nonceProof() });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json().error).toBe('use_dpop_nonce');
+    expect(refused.headers['dpop-nonce']).toBe(nonce);
+    expect((await refresh(n, app, first.refresh_token!)).statusCode).toBe(200);
+
+    const second = await signIn(n, app, owner.userId, 'openid offline_access');
+    const accepted = await revokeAt(second.refresh_token!, { dpop: await nonceProof(nonce) });
+    expect(accepted.statusCode, accepted.body).toBe(200);
+    expect(accepted.headers['dpop-nonce']).toBe(nonce);
+    expect((await refresh(n, app, second.refresh_token!)).json().error).toBe('invalid_grant');
+  });
+
+  it('introspection, which takes no DPoP proof, carries no nonce', async () => {
+    const tokens = await signIn(n, app, owner.userId, 'openid');
+    const res = await n.app.inject({
+      method: 'POST',
+      url: '/oauth/introspect',
+      headers: { ...FORM, authorization: basicAuth(rs.clientId, rs.clientSecret!) },
+      payload: form({ token: tokens.access_token }),
+    });
+    expect(res.json().active).toBe(true);
+    expect(res.headers['cache-control']).toBe('no-store');
+    expect(res.headers).not.toHaveProperty('dpop-nonce');
   });
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mintOpaque, TOKEN_PREFIX } from '../../src/oauth/tokens.js';
+import { mintOpaque, TOKEN_PREFIX } from '../../src/oauth/opaque-tokens.js';
 import { FORM, basicAuth, form, type TestApp } from '../helpers/app.js';
 import { holdLocks } from '../helpers/lock-holder.js';
 import {
@@ -54,7 +54,7 @@ describe('POST /oauth/revoke (RFC 7009)', () => {
     const grant = await grantOf(t, rotated.second.refresh_token!);
     // For tv and bot apps, a revoked grant is one the user no longer sees on the Devices page.
     expect(grant).toMatchObject({ revoked_reason: 'revoked_by_app' });
-    expect((await eventsOf(t, grant.grant_id)).at(-1)).toEqual({ event: 'revoked', reason: 'revoked_by_app', client_ip: '127.0.0.1' });
+    expect((await eventsOf(t, grant.grant_id)).at(-1)).toEqual({ type: 'grant.revoked', reason: 'revoked_by_app', client_ip: '127.0.0.1' });
     await expectAllRefused(t, rs, tv, {
       access: [rotated.first.access_token, rotated.second.access_token],
       refresh: [rotated.second.refresh_token!],

@@ -1,7 +1,7 @@
 import { generateKeyPair, exportJWK } from 'jose';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ClearRowInSealedDatabaseError } from '../../src/oauth/key-encryption.js';
+import { ClearRowInSealedDatabaseError } from '../../src/keys/key-encryption.js';
 import { startTestApp, type TestApp } from '../helpers/app.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 
@@ -51,7 +51,11 @@ describe('a sealed database stays sealed', () => {
     try {
       t = await startTestApp({ database });
       expect(t.deps.secrets.userCodeKey.equals(Buffer.alloc(32, 1))).toBe(false);
-      const again = await db().selectFrom('server_secrets').select(['value', 'sealed_value']).where('name', '=', 'user_code_hmac_key').executeTakeFirstOrThrow();
+      const again = await db()
+        .selectFrom('server_secrets')
+        .select(['value', 'sealed_value'])
+        .where('name', '=', 'user_code_hmac_key')
+        .executeTakeFirstOrThrow();
       expect(again.value).toBeNull();
       expect(again.sealed_value).not.toBeNull();
     } finally {

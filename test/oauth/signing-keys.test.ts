@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin-app.js';
-import { announcementSeconds } from '../../src/oauth/keys.js';
+import { announcementSeconds } from '../../src/keys/signing-keys.js';
 import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { refreshed, signIn, type TestClient } from '../helpers/tokens.js';
 
@@ -210,7 +210,11 @@ describe('signing keys', () => {
     const after = await refreshed(b, tv, tokens.refresh_token!);
     expect(decodeProtectedHeader(after.id_token!).kid).toBe(next);
     // Nothing left to sign with: the private half is gone from the row.
-    const row = await a.deps.db.selectFrom('signing_keys').select(['private_key_sealed', 'private_jwk', 'revoked_at']).where('kid', '=', revoked).executeTakeFirstOrThrow();
+    const row = await a.deps.db
+      .selectFrom('signing_keys')
+      .select(['private_key_sealed', 'private_jwk', 'revoked_at'])
+      .where('kid', '=', revoked)
+      .executeTakeFirstOrThrow();
     expect(row).toMatchObject({ private_key_sealed: null, private_jwk: null });
     expect(row.revoked_at).not.toBeNull();
     await admin.close();

@@ -67,11 +67,10 @@ async function stealAndReplay(app: App, device: Device) {
   expect((await refresh(t, app, device.refresh_token!)).json().error).toBe('invalid_grant');
 }
 
-const revocationsCounted = async (reason: string) =>
-  (await t.deps.metrics.grantRevocations.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
+const revocationsCounted = async (reason: string) => (await t.deps.metrics.grantRevocations.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
 
 const grant = (grantId: string) => t.deps.db.selectFrom('grants').selectAll().where('grant_id', '=', grantId).executeTakeFirstOrThrow();
-const revocations = async (grantId: string) => (await eventsOf(t, grantId)).filter((event) => event.event === 'revoked');
+const revocations = async (grantId: string) => (await eventsOf(t, grantId)).filter((event) => event.type === 'grant.revoked');
 
 /** The rows (cards) of a Devices or Connected apps page. */
 const rows = (html: string) => [...html.matchAll(/<li class="card">([\s\S]*?)<\/li>/g)].map((match) => match[1] ?? '');
@@ -181,8 +180,12 @@ describe('Devices page', () => {
     for (const device of [hostileTv, plainTv, botDevice]) {
       const stored = await grant(device.grantId);
       const row = rowOf(page.body, 'grant_id', device.grantId)!;
-      expect(row).toContain(`<dt>Signed in</dt>\n      <dd><time datetime="${stored.created_at.toISOString()}">${shownTime(stored.created_at)}</time>, from this server itself</dd>`);
-      expect(row).toContain(`<dt>Last used</dt>\n      <dd><time datetime="${stored.last_used_at.toISOString()}">${shownTime(stored.last_used_at)}</time>, from this server itself</dd>`);
+      expect(row).toContain(
+        `<dt>Signed in</dt>\n      <dd><time datetime="${stored.created_at.toISOString()}">${shownTime(stored.created_at)}</time>, from this server itself</dd>`,
+      );
+      expect(row).toContain(
+        `<dt>Last used</dt>\n      <dd><time datetime="${stored.last_used_at.toISOString()}">${shownTime(stored.last_used_at)}</time>, from this server itself</dd>`,
+      );
     }
   });
 
@@ -262,7 +265,7 @@ describe('Sign out from the Devices page', () => {
     const counted = await revocationsCounted('signed_out_by_user');
     await signOut(browser, device.grantId);
     expect(await grant(device.grantId)).toMatchObject({ user_id: user.userId, revoked_at: t.clock.now(), revoked_reason: 'signed_out_by_user' });
-    expect(await revocations(device.grantId)).toEqual([{ event: 'revoked', reason: 'signed_out_by_user', client_ip: '127.0.0.1' }]);
+    expect(await revocations(device.grantId)).toEqual([{ type: 'grant.revoked', reason: 'signed_out_by_user', client_ip: '127.0.0.1' }]);
     expect(await revocationsCounted('signed_out_by_user')).toBe(counted + 1);
   });
 
@@ -383,7 +386,7 @@ describe('Connected apps page', () => {
 });
 
 describe('Remove access on the Connected apps page', () => {
-  it("revokes every grant of that app for that user, and only those", async () => {
+  it('revokes every grant of that app for that user, and only those', async () => {
     const user = await seedUser(t);
     const [first, second] = [await connect(tv, user), await connect(tv, user)];
     const botDevice = await connect(bot, user);
@@ -411,7 +414,7 @@ describe('Remove access on the Connected apps page', () => {
     expect(new Set(hiddenValues(page.body, 'client_id'))).toEqual(new Set([bot.clientId, web.clientId]));
     for (const device of [first, second]) {
       expect(await grant(device.grantId)).toMatchObject({ revoked_at: t.clock.now(), revoked_reason: 'access_removed' });
-      expect(await revocations(device.grantId)).toEqual([{ event: 'revoked', reason: 'access_removed', client_ip: '127.0.0.1' }]);
+      expect(await revocations(device.grantId)).toEqual([{ type: 'grant.revoked', reason: 'access_removed', client_ip: '127.0.0.1' }]);
     }
     for (const device of [botDevice, webSession, someoneElses]) expect((await grant(device.grantId)).revoked_at).toBeNull();
     expect(hiddenValues((await browser.get(DEVICES)).body, 'grant_id')).toEqual([botDevice.grantId]);
@@ -438,17 +441,19 @@ describe('Remove access on the Connected apps page', () => {
     expect(await revocations(theirs.grantId)).toHaveLength(0);
   });
 
-  it.each([['unknown client', 'tv_nobody', 404], ['empty', '', 400], ['a NUL byte', 'tv_\u0000', 400], ['too long', 'x'.repeat(256), 400]])(
-    'client_id %s: %i, not an error',
-    async (_case, clientId, status) => {
-      const user = await seedUser(t);
-      const device = await connect(tv, user);
-      const res = await removeAccess(await browserOn(user, APPS), clientId);
-      expect(res.statusCode).toBe(status);
-      expect(res.headers['content-type']).toMatch(/^text\/html/);
-      expect(await works(device)).toBe(true);
-    },
-  );
+  it.each([
+    ['unknown client', 'tv_nobody', 404],
+    ['empty', '', 400],
+    ['a NUL byte', 'tv_\u0000', 400],
+    ['too long', 'x'.repeat(256), 400],
+  ])('client_id %s: %i, not an error', async (_case, clientId, status) => {
+    const user = await seedUser(t);
+    const device = await connect(tv, user);
+    const res = await removeAccess(await browserOn(user, APPS), clientId);
+    expect(res.statusCode).toBe(status);
+    expect(res.headers['content-type']).toMatch(/^text\/html/);
+    expect(await works(device)).toBe(true);
+  });
 });
 
 describe('CSRF on the account forms', () => {

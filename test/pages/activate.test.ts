@@ -125,7 +125,11 @@ describe('code step', () => {
 
     const cancelled = await startTv();
     const approval = await enterCode(cancelled.user_code);
-    await decide(approval.body, 'approve', phraseChoices(approval.body).find((p) => p !== cancelled.confirmation_phrase));
+    await decide(
+      approval.body,
+      'approve',
+      phraseChoices(approval.body).find((p) => p !== cancelled.confirmation_phrase),
+    );
     const cancelledAgain = await enterCode(cancelled.user_code);
     expect(cancelledAgain.body).toContain('That request was cancelled because a phrase that did not match was picked.');
     expect(cancelledAgain.body).not.toContain('already been used');
@@ -140,7 +144,9 @@ describe('code step', () => {
 
   it('every page says who is signed in, with a way out', async () => {
     const page = await browser.get('/activate');
-    expect(page.body).toMatch(/<span class="signed-in-as">Signed in as <strong>user-[^<]+@example\.test<\/strong><\/span>\s*<form method="post" action="\/signout" class="account-actions">/);
+    expect(page.body).toMatch(
+      /<span class="signed-in-as">Signed in as <strong>user-[^<]+@example\.test<\/strong><\/span>\s*<form method="post" action="\/signout" class="account-actions">/,
+    );
     expect(page.body).toContain('<button type="submit" class="link" name="return_to" value="/activate">Not you?</button>');
   });
 
@@ -188,7 +194,7 @@ describe('approval step', () => {
     return started;
   }
 
-  it('says how long the code still works and what to do when it runs out; asks a bot\'s owner what their bot shows', async () => {
+  it("says how long the code still works and what to do when it runs out; asks a bot's owner what their bot shows", async () => {
     const { user_code } = await startTv();
     t.clock.advance(4 * 60 + 30);
     const approval = await enterCode(user_code);
@@ -223,7 +229,7 @@ describe('approval step', () => {
     expect(res.body).not.toContain('"onerror="');
   });
 
-  it('shows the icon the server fetched, from our own origin, never the device\'s URL, marked Unverified', async () => {
+  it("shows the icon the server fetched, from our own origin, never the device's URL, marked Unverified", async () => {
     const { user_code } = await startTvWithPlatform();
     const res = await enterCode(user_code);
     const img = /<img [^>]*>/.exec(res.body)?.[0] ?? '';
@@ -282,7 +288,9 @@ describe('decision', () => {
     const res = await decide(approval.body, 'approve', confirmation_phrase);
     expect(res.statusCode).toBe(200);
     expect(res.body).toContain('<h1>Device connected</h1>');
-    expect(res.body).toContain('<p class="result success" role="status">Living Room TV is now connected to your account. You can close this window and return to your device.</p>');
+    expect(res.body).toContain(
+      '<p class="result success" role="status">Living Room TV is now connected to your account. You can close this window and return to your device.</p>',
+    );
     const tokens = await devicePoll(device_code);
     expect(tokens.statusCode).toBe(200);
     expect(tokens.json().access_token).toMatch(/^da_at_/);
@@ -296,7 +304,11 @@ describe('decision', () => {
     const { user_code, confirmation_phrase } = await startTv();
     const approval = await enterCode(user_code, '/activate', someone);
     await decide(approval.body, 'approve', confirmation_phrase, someone);
-    const row = await t.deps.db.selectFrom('device_requests').select(['user_id', 'auth_time', 'status']).where('request_id', '=', (await storedRequest(user_code)).request_id).executeTakeFirstOrThrow();
+    const row = await t.deps.db
+      .selectFrom('device_requests')
+      .select(['user_id', 'auth_time', 'status'])
+      .where('request_id', '=', (await storedRequest(user_code)).request_id)
+      .executeTakeFirstOrThrow();
     expect(row).toEqual({ user_id: user.userId, auth_time: signedInAt, status: 'approved' });
   });
 
@@ -316,7 +328,9 @@ describe('decision', () => {
     const decoy = phraseChoices(approval.body).find((phrase) => phrase !== confirmation_phrase);
     const res = await decide(approval.body, 'approve', decoy);
     expect(res.body).toContain('<h1>Request cancelled</h1>');
-    expect(res.body).toContain('<p class="result warning" role="status">That phrase does not match the one on your device, so the request has been cancelled for your safety');
+    expect(res.body).toContain(
+      '<p class="result warning" role="status">That phrase does not match the one on your device, so the request has been cancelled for your safety',
+    );
     expect((await devicePoll(device_code)).json().error).toBe('access_denied');
   });
 
@@ -378,7 +392,11 @@ describe('decision', () => {
   it('of racing submissions from two tabs exactly one decides', async () => {
     const { user_code } = await startTv();
     const approval = await enterCode(user_code);
-    const results = await Promise.all([decide(approval.body, 'deny', undefined), decide(approval.body, 'deny', undefined), decide(approval.body, 'deny', undefined)]);
+    const results = await Promise.all([
+      decide(approval.body, 'deny', undefined),
+      decide(approval.body, 'deny', undefined),
+      decide(approval.body, 'deny', undefined),
+    ]);
     expect(results.map((r) => r.statusCode).sort()).toEqual([200, 409, 409]);
   });
 

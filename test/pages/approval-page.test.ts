@@ -89,13 +89,15 @@ describe('the approval page, in the order a person decides', () => {
     expect(at.claimName).toBeGreaterThan(at.appName);
     expect(at.claimName).toBeLessThan(at.origin);
     expect(html).toContain('What the device says about itself. Nobody has checked it.');
-    expect(html).toMatch(/<p id="request-origin">Requested less than a minute ago from <strong>Germany<\/strong> on <strong>Deutsche Telekom AG<\/strong>\. <span class="muted">The device’s address: <span class="address">79\.192\.0\.1<\/span><\/span><\/p>/);
+    expect(html).toMatch(
+      /<p id="request-origin">Requested less than a minute ago from <strong>Germany<\/strong> on <strong>Deutsche Telekom AG<\/strong>\. <span class="muted">The device’s address: <span class="address">79\.192\.0\.1<\/span><\/span><\/p>/,
+    );
     expect(html).toContain(
       '<button type="submit" name="action" value="approve">Approve</button>\n    <button type="submit" name="action" value="deny" class="danger" formnovalidate>Deny</button>',
     );
   });
 
-  it('under a warning: the device\'s own text comes only after the buttons, once, in a block labelled as its claim; Deny is primary and first', async () => {
+  it("under a warning: the device's own text comes only after the buttons, once, in a block labelled as its claim; Deny is primary and first", async () => {
     const flow = await requestFrom(COMCAST, CLAIM);
     const html = await approvalPage(await approverAt(TELEKOM), flow.user_code);
     const at = positions(html);
@@ -143,13 +145,21 @@ describe('the data credits, on a refusal that names where the request came from'
     const strict = await startTestApp({ env: { PROXIMITY_POLICY_COUNTRY_MISMATCH: 'deny' } });
     try {
       const app = await seedClient(strict, { kind: 'tv', name: 'Living Room TV' });
-      const started = await strict.app.inject({ method: 'POST', url: '/oauth/device/code', headers: FORM, payload: form({ client_id: app.clientId }), remoteAddress: COMCAST });
+      const started = await strict.app.inject({
+        method: 'POST',
+        url: '/oauth/device/code',
+        headers: FORM,
+        payload: form({ client_id: app.clientId }),
+        remoteAddress: COMCAST,
+      });
       const browser = new Browser(strict, { remoteAddress: TELEKOM });
       expect((await signIn(browser, await seedUser(strict))).statusCode).toBe(303);
       await browser.get('/activate');
       const refused = await browser.post('/activate', { user_code: started.json().user_code });
       expect(refused.statusCode).toBe(403);
-      expect(refused.body).toContain('This request came from United States on Comcast Cable Communications, LLC, and this service does not accept requests from there.');
+      expect(refused.body).toContain(
+        'This request came from United States on Comcast Cable Communications, LLC, and this service does not accept requests from there.',
+      );
       expect(occurrences(refused.body, 'Location and network data:')).toBe(1);
       expect(refused.body.indexOf('Location and network data:')).toBeGreaterThan(refused.body.indexOf('</main>'));
     } finally {
@@ -189,7 +199,9 @@ describe('the header: who is signed in, "Not you?" and Sign out together', () =>
     const browser = await approverAt(TELEKOM);
     const html = await approvalPage(browser, flow.user_code);
     const wayBack = `/activate?user_code=${encodeURIComponent(flow.user_code)}`;
-    expect(html).toMatch(/<div class="account">\s*<span class="signed-in-as">Signed in as <strong>[^<]+<\/strong><\/span>\s*<form method="post" action="\/signout" class="account-actions">/);
+    expect(html).toMatch(
+      /<div class="account">\s*<span class="signed-in-as">Signed in as <strong>[^<]+<\/strong><\/span>\s*<form method="post" action="\/signout" class="account-actions">/,
+    );
     expect(html).toContain(`<button type="submit" class="link" name="return_to" value="${wayBack.replaceAll('&', '&amp;')}">Not you?</button>`);
     expect(html).toContain('<button type="submit" class="link">Sign out</button>');
     const notYou = await browser.post('/signout', { return_to: wayBack });
@@ -244,4 +256,3 @@ describe('the header: who is signed in, "Not you?" and Sign out together', () =>
     expect(res.headers.location).toBe('/signin');
   });
 });
-

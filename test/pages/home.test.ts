@@ -17,7 +17,7 @@ afterEach(async () => {
 
 const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(32)]);
 
-describe('the home page and the service\'s name', () => {
+describe("the home page and the service's name", () => {
   it('/ links to connecting a device or a bot, the devices and the apps, and is no 404', async () => {
     t = await startTestApp();
     const res = await t.app.inject({ method: 'GET', url: '/' });

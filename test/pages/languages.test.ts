@@ -1,4 +1,4 @@
-import type { Response } from 'light-my-request';
+import type { LightMyRequestResponse as Response } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FORM, form, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { Browser, inputValue, phraseChoices, signIn } from '../helpers/browser.js';
@@ -22,7 +22,8 @@ const TELEKOM = '79.192.0.2';
  * Words no German sentence of ours contains. What the page shows that is not ours (app names,
  * the device's own description, the phrases, the data credits, the service's name) is cut out first.
  */
-const ENGLISH_WORDS = /\b(the|your|you|this|that|with|from|has|been|can|are|is|it|of|to|and|not|nothing|please|sign|signed|connect|device|request|approve|deny|wait|minutes)\b/i;
+const ENGLISH_WORDS =
+  /\b(the|your|you|this|that|with|from|has|been|can|are|is|it|of|to|and|not|nothing|please|sign|signed|connect|device|request|approve|deny|wait|minutes)\b/i;
 
 function visibleText(page: string): string {
   return page
@@ -51,7 +52,7 @@ async function requestCode(clientId: string, remoteAddress = '127.0.0.1'): Promi
 const decide = (browser: Browser, path: string, page: string, fields: Record<string, string>) =>
   browser.post(path, { user_code: inputValue(page, 'user_code'), request_handle: inputValue(page, 'request_handle'), ...fields });
 
-describe('pages in the reader\'s language', () => {
+describe("pages in the reader's language", () => {
   it('every page state a German reader reaches is in German, with lang="de", Content-Language and Vary', async () => {
     t = await startTestApp();
     // Names the operator gives its apps are shown as they are: these ones are German too.

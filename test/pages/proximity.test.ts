@@ -36,17 +36,26 @@ async function requestFrom(clientId: string, address: string): Promise<DeviceAut
 const approverAt = (address: string, user: { email: string; password: string }) => approverWith(t, { remoteAddress: address }, user);
 
 const pollFrom = (clientId: string, flow: DeviceAuthorizationResponse) =>
-  t.app.inject({ method: 'POST', url: '/oauth/token', headers: FORM, payload: form({ grant_type: DEVICE_GRANT, device_code: flow.device_code, client_id: clientId }) });
+  t.app.inject({
+    method: 'POST',
+    url: '/oauth/token',
+    headers: FORM,
+    payload: form({ grant_type: DEVICE_GRANT, device_code: flow.device_code, client_id: clientId }),
+  });
 
 async function storedDecision(userCode: string) {
   const { findDeviceRequestByUserCode } = await import('../../src/repositories/device-requests.js');
   const { userCodeHmac } = await import('../../src/oauth/device/user-code.js');
   const row = await findDeviceRequestByUserCode(t.deps.db, userCodeHmac(t.deps.secrets.userCodeKey, userCode));
-  return t.deps.db.selectFrom('device_requests').select(['status', 'denied_reason', 'decision_context']).where('request_id', '=', row!.request_id).executeTakeFirstOrThrow();
+  return t.deps.db
+    .selectFrom('device_requests')
+    .select(['status', 'denied_reason', 'decision_context'])
+    .where('request_id', '=', row!.request_id)
+    .executeTakeFirstOrThrow();
 }
 
 describe('where a request came from, on the approval page', () => {
-  it('the same public address: says when and where, the device\'s address, and that it appears to be on your network; no warning', async () => {
+  it("the same public address: says when and where, the device's address, and that it appears to be on your network; no warning", async () => {
     const { tv, user } = await setUp();
     const flow = await requestFrom(tv.clientId, TELEKOM_HOME);
     t.clock.advance(180);
@@ -63,7 +72,13 @@ describe('where a request came from, on the approval page', () => {
     const approved = await decide(browser, page.body, { action: 'approve', phrase: flow.confirmation_phrase });
     expect(approved.statusCode).toBe(200);
     const recorded = await storedDecision(flow.user_code);
-    expect(recorded.decision_context).toMatchObject({ same_network: true, signals: [], action: 'allow', requester: { asn: 3320 }, approver: { address: TELEKOM_HOME } });
+    expect(recorded.decision_context).toMatchObject({
+      same_network: true,
+      signals: [],
+      action: 'allow',
+      requester: { asn: 3320 },
+      approver: { address: TELEKOM_HOME },
+    });
   });
 
   // Issue 27 §1: one AS is millions of strangers; it is named, never called "your network".
@@ -79,7 +94,7 @@ describe('where a request came from, on the approval page', () => {
     expect((await storedDecision(flow.user_code)).decision_context).toMatchObject({ same_network: false, same_provider: 'Deutsche Telekom AG', signals: [] });
   });
 
-  it('another country: a warning and one more step; approving without it decides nothing, with it approves, and the context reaches the grant\'s issued event', async () => {
+  it("another country: a warning and one more step; approving without it decides nothing, with it approves, and the context reaches the grant's issued event", async () => {
     const { tv, user } = await setUp();
     const flow = await requestFrom(tv.clientId, COMCAST);
     const browser = await approverAt(TELEKOM_PHONE, user);
@@ -87,7 +102,9 @@ describe('where a request came from, on the approval page', () => {
     expect(page.body).toContain('from <strong>United States</strong> on <strong>Comcast Cable Communications, LLC</strong>');
     expect(page.body).toContain('This request came from another country than the one you are in.');
     expect(page.body).toContain('If someone sent you this code or link, press Deny. Nobody from Living Room TV will ever ask you for it.');
-    expect(page.body).toContain('<input type="checkbox" id="in_front_of_me" name="in_front_of_me" value="yes"> I am setting up a device that is in front of me');
+    expect(page.body).toContain(
+      '<input type="checkbox" id="in_front_of_me" name="in_front_of_me" value="yes"> I am setting up a device that is in front of me',
+    );
     expect(page.body).not.toMatch(/in_front_of_me"[^>]*checked/);
 
     const unconfirmed = await decide(browser, page.body, { action: 'approve', phrase: flow.confirmation_phrase });
@@ -100,8 +117,13 @@ describe('where a request came from, on the approval page', () => {
     expect(confirmed.body).toContain('is now connected to your account');
     t.clock.advance(flow.interval);
     expect((await pollFrom(tv.clientId, flow)).statusCode).toBe(200);
-    const event = await t.deps.db.selectFrom('grant_events').select(['details']).where('user_id', '=', user.userId).where('event', '=', 'issued').executeTakeFirstOrThrow();
-    expect(event.details).toMatchObject({ signals: ['country_mismatch'], action: 'confirm', requester: { country: 'US' }, approver: { country: 'DE' } });
+    const event = await t.deps.db
+      .selectFrom('events')
+      .select(['data'])
+      .where('user_id', '=', user.userId)
+      .where('type', '=', 'grant.issued')
+      .executeTakeFirstOrThrow();
+    expect(event.data).toMatchObject({ signals: ['country_mismatch'], action: 'confirm', requester: { country: 'US' }, approver: { country: 'DE' } });
     const metrics = await t.deps.metrics.registry.getSingleMetricAsString('device_auth_proximity_decisions_total');
     expect(metrics).toContain('decision="approved",signal="country_mismatch"} 1');
   });
@@ -111,7 +133,7 @@ describe('where a request came from, on the approval page', () => {
     const flow = await requestFrom(tv.clientId, HETZNER);
     const browser = await approverAt(TELEKOM_PHONE, user);
     const page = await approvalPage(browser, flow.user_code);
-    expect(page.body).toContain("This request came from a hosting provider’s network, not from a home or office.");
+    expect(page.body).toContain('This request came from a hosting provider’s network, not from a home or office.');
     expect(page.body).toContain('in_front_of_me');
     const denied = await decide(browser, page.body, { action: 'deny' });
     expect(denied.statusCode).toBe(200);
@@ -125,7 +147,9 @@ describe('where a request came from, on the approval page', () => {
     const browser = await approverAt(TELEKOM_PHONE, user);
     const page = await approvalPage(browser, flow.user_code);
     expect(page.statusCode).toBe(403);
-    expect(page.body).toContain('This request came from Germany on Hetzner Online GmbH, and this service does not accept requests from there. Nothing was connected.');
+    expect(page.body).toContain(
+      'This request came from Germany on Hetzner Online GmbH, and this service does not accept requests from there. Nothing was connected.',
+    );
     expect(page.body).not.toContain('name="phrase"');
     expect(await storedDecision(flow.user_code)).toMatchObject({ status: 'denied', denied_reason: 'policy' });
     const poll = await pollFrom(tv.clientId, flow);
@@ -146,7 +170,7 @@ describe('where a request came from, on the approval page', () => {
     expect((await decide(browser, warned.body, { action: 'approve', phrase: hostingFlow.confirmation_phrase })).statusCode).toBe(200);
   });
 
-  it('an unknown place (a private address that is not the approver\'s) is said plainly and warned about by default', async () => {
+  it("an unknown place (a private address that is not the approver's) is said plainly and warned about by default", async () => {
     const { tv, user } = await setUp();
     const flow = await requestFrom(tv.clientId, '10.0.0.5');
     const browser = await approverAt(TELEKOM_PHONE, user);
@@ -195,7 +219,13 @@ describe('the Devices page', () => {
     expect(waiting.body).not.toContain('No devices are signed in.');
 
     t.clock.advance(flow.interval);
-    const poll = await t.app.inject({ method: 'POST', url: '/oauth/token', headers: FORM, remoteAddress: HETZNER, payload: form({ grant_type: DEVICE_GRANT, device_code: flow.device_code, client_id: tv.clientId }) });
+    const poll = await t.app.inject({
+      method: 'POST',
+      url: '/oauth/token',
+      headers: FORM,
+      remoteAddress: HETZNER,
+      payload: form({ grant_type: DEVICE_GRANT, device_code: flow.device_code, client_id: tv.clientId }),
+    });
     expect(poll.statusCode).toBe(200);
     const signedIn = await browser.get('/account/devices');
     expect(signedIn.body).not.toContain('Waiting for the device');

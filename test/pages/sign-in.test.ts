@@ -15,8 +15,7 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const signedInSessions = (userId: string) =>
-  t.deps.db.selectFrom('browser_sessions').select('session_hash').where('user_id', '=', userId).execute();
+const signedInSessions = (userId: string) => t.deps.db.selectFrom('browser_sessions').select('session_hash').where('user_id', '=', userId).execute();
 
 describe('sign-in round trip', () => {
   it('GET /activate?user_code=X sends a signed-out visitor to /signin, and sign-in returns to the code step with the code kept', async () => {

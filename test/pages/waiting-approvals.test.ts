@@ -107,7 +107,7 @@ describe('an approval waiting for its device', () => {
     expect((await devicePoll(flow.device_code)).statusCode).toBe(200);
   });
 
-  it('Remove access on Connected apps also cancels the app\'s waiting approvals', async () => {
+  it("Remove access on Connected apps also cancels the app's waiting approvals", async () => {
     const { user, browser } = await userWithBrowser();
     const flow = await approvedWaiting(user);
     await browser.get(APPS);
@@ -118,17 +118,14 @@ describe('an approval waiting for its device', () => {
     expect((await browser.get(DEVICES)).body).not.toContain('Waiting for the device</strong>');
   });
 
-  it('a cancellation and the device\'s poll at once: exactly one wins, never both', async () => {
+  it("a cancellation and the device's poll at once: exactly one wins, never both", async () => {
     const outcomes = { cancelled: 0, signedIn: 0 };
     for (let round = 0; round < 6; round++) {
       const { user, browser } = await userWithBrowser();
       const flow = await approvedWaiting(user);
       const requestId = requestIdOf((await browser.get(DEVICES)).body)!;
       t.clock.advance(5);
-      const [cancel, answer] = await Promise.all([
-        browser.post(`${DEVICES}/cancel`, { request_id: requestId }),
-        poll(t, tv.clientId, flow.device_code),
-      ]);
+      const [cancel, answer] = await Promise.all([browser.post(`${DEVICES}/cancel`, { request_id: requestId }), poll(t, tv.clientId, flow.device_code)]);
       if (cancel.statusCode === 303) {
         outcomes.cancelled++;
         expect(answer.statusCode, answer.body).toBe(400);

@@ -7,7 +7,7 @@ import { connectDatabase, type ChannelSubscriber, type Database, type DatabaseHa
 import { LISTENER_APPLICATION_NAME, PROBE_EVERY_MS, PROBE_TIMEOUT_MS } from '../../src/db/channels.js';
 import type { ClientsTable } from '../../src/db/schema.js';
 import { sha256 } from '../../src/lib/random.js';
-import { CLIENT_CHANGES_CHANNEL } from '../../src/oauth/client-auth.js';
+import { CLIENT_CHANGES_CHANNEL } from '../../src/apps/directory.js';
 import { basicAuth, seedClient, startTestApp, type TestApp } from '../helpers/app.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { poll, requestDeviceCode } from '../helpers/device.js';
@@ -70,7 +70,11 @@ class ClientReadGate {
           if (typeof value !== 'function') return value;
           return (...args: unknown[]) => {
             const result = (value as (...a: unknown[]) => unknown).apply(target, args);
-            if (property === 'executeTakeFirst') return (result as Promise<unknown>).then(async (row) => (await gate.pass(), row));
+            if (property === 'executeTakeFirst')
+              return (result as Promise<unknown>).then(async (row) => {
+                await gate.pass();
+                return row;
+              });
             return result && typeof result === 'object' && 'executeTakeFirst' in result ? heldAtTheEnd(result) : result;
           };
         },
@@ -175,7 +179,7 @@ async function waitFor(done: () => boolean | Promise<boolean>, what: string, bou
 describe('client changes are announced on the database (the trigger, heard through DatabaseHandle.listen)', () => {
   let database: TestDatabase;
   const heard: string[] = [];
-  let events: string[] = [];
+  const events: string[] = [];
   const subscriber: ChannelSubscriber = {
     onNotification: (payload) => heard.push(payload),
     onListening: () => events.push('listening'),
@@ -357,7 +361,9 @@ async function startFreezableProxy(databaseUrl: string) {
   proxied.port = String((server.address() as { port: number }).port);
   return {
     url: proxied.toString(),
-    freeze: () => void (frozen = true),
+    freeze: () => {
+      frozen = true;
+    },
     thaw() {
       frozen = false;
       for (const flush of flushes) flush();
@@ -396,11 +402,15 @@ describe.skipIf(!postgresAvailable)(`the listener's connection is lost (PostgreS
   };
 
   it('a change made while B reconnects is seen at its next request; listening again, B caches and hears changes again', async () => {
-    const [duringGap, afterReconnect, later] = [await seedClient(a, { scopes: EMAIL_AND_MORE }), await seedClient(a, { scopes: EMAIL_AND_MORE }), await seedClient(a, { scopes: EMAIL_AND_MORE })];
+    const [duringGap, afterReconnect, later] = [
+      await seedClient(a, { scopes: EMAIL_AND_MORE }),
+      await seedClient(a, { scopes: EMAIL_AND_MORE }),
+      await seedClient(a, { scopes: EMAIL_AND_MORE }),
+    ];
     for (const client of [duringGap, afterReconnect]) expect((await askForCode(b, client, 'email')).statusCode).toBe(200);
     const before = await listenerSessions();
-    // A's and B's, two each: client changes and signing key changes.
-    expect(before).toHaveLength(4);
+    // A's and B's, three each: client changes, signing key changes and device policy changes (issue 31 §2).
+    expect(before).toHaveLength(6);
 
     await sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid IN (${sql.join(before.map((s) => s.pid))})`.execute(a.deps.db);
     await waitFor(() => !b.deps.clients.listening, 'B to notice its listener is gone');
@@ -413,7 +423,7 @@ describe.skipIf(!postgresAvailable)(`the listener's connection is lost (PostgreS
     expect([whileAway.statusCode, whileAway.json().error]).toEqual([400, 'invalid_scope']);
 
     await waitFor(() => a.deps.clients.listening && b.deps.clients.listening, 'A and B to listen again', 20_000);
-    await waitFor(async () => (await listenerSessions()).length === 4, 'the key listeners to return too', 20_000);
+    await waitFor(async () => (await listenerSessions()).length === 6, 'the key and policy listeners to return too', 20_000);
     const afterwards = await askForCode(b, afterReconnect, 'email');
     expect([afterwards.statusCode, afterwards.json().error]).toEqual([400, 'invalid_scope']);
 
@@ -457,41 +467,47 @@ describe.skipIf(!postgresAvailable)(`the listener's connection is lost (PostgreS
   }, 60_000);
 });
 
-describe.skipIf(!postgresBinariesPresent())(`the server process while its listener cannot connect (a throwaway cluster; skipped only without ${POSTGRES_BIN}/initdb)`, () => {
-  it('keeps running, says once at info that it is not listening, and exits 0 within 10 s of SIGTERM', async () => {
-    const database = await createClusterDatabase();
-    try {
-      const server = await startServerProcess({ DATABASE_URL: database.url, ISSUER: 'http://auth.example.test', PURGE_INTERVAL: '0', LOG_LEVEL: 'info' }, 60_000);
+describe.skipIf(!postgresBinariesPresent())(
+  `the server process while its listener cannot connect (a throwaway cluster; skipped only without ${POSTGRES_BIN}/initdb)`,
+  () => {
+    it('keeps running, says once at info that it is not listening, and exits 0 within 10 s of SIGTERM', async () => {
+      const database = await createClusterDatabase();
       try {
-        await waitFor(async () => {
-          const probe = new pg.Client({ connectionString: database.url });
-          await probe.connect();
-          try {
-            const { rows } = await probe.query('SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [LISTENER_APPLICATION_NAME]);
-            // Client changes and signing key changes.
-            return rows.length === 2;
-          } finally {
-            await probe.end();
-          }
-        }, 'the server to listen');
-        const outageStart = server.output().length;
-        await database.cluster.stop('fast');
-        await waitFor(() => server.output().slice(outageStart).includes('not listening to client changes'), 'the server to notice');
-        // Long enough for a reconnection attempt or two to fail against the stopped database.
-        await sleep(2_500);
-        expect(server.child.exitCode).toBeNull();
-        const lines = server.output().slice(outageStart).split('\n').filter(Boolean);
-        expect(lines.filter((line) => line.includes('not listening to client changes'))).toHaveLength(1);
-        expect(lines.filter((line) => /"level":(40|50|60)/.test(line) || line.includes('"stack"'))).toEqual([]);
+        const server = await startServerProcess(
+          { DATABASE_URL: database.url, ISSUER: 'http://auth.example.test', PURGE_INTERVAL: '0', LOG_LEVEL: 'info' },
+          60_000,
+        );
+        try {
+          await waitFor(async () => {
+            const probe = new pg.Client({ connectionString: database.url });
+            await probe.connect();
+            try {
+              const { rows } = await probe.query('SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [LISTENER_APPLICATION_NAME]);
+              // Client changes, signing key changes and device policy changes (issue 31 §2).
+              return rows.length === 3;
+            } finally {
+              await probe.end();
+            }
+          }, 'the server to listen');
+          const outageStart = server.output().length;
+          await database.cluster.stop('fast');
+          await waitFor(() => server.output().slice(outageStart).includes('not listening to client changes'), 'the server to notice');
+          // Long enough for a reconnection attempt or two to fail against the stopped database.
+          await sleep(2_500);
+          expect(server.child.exitCode).toBeNull();
+          const lines = server.output().slice(outageStart).split('\n').filter(Boolean);
+          expect(lines.filter((line) => line.includes('not listening to client changes'))).toHaveLength(1);
+          expect(lines.filter((line) => /"level":(40|50|60)/.test(line) || line.includes('"stack"'))).toEqual([]);
 
-        const signalled = Date.now();
-        expect(await server.stop('SIGTERM', 15_000)).toBe(0);
-        expect(Date.now() - signalled).toBeLessThan(10_000);
+          const signalled = Date.now();
+          expect(await server.stop('SIGTERM', 15_000)).toBe(0);
+          expect(Date.now() - signalled).toBeLessThan(10_000);
+        } finally {
+          if (server.child.exitCode === null) await server.stop('SIGKILL');
+        }
       } finally {
-        if (server.child.exitCode === null) await server.stop('SIGKILL');
+        await database.drop();
       }
-    } finally {
-      await database.drop();
-    }
-  }, 120_000);
-});
+    }, 120_000);
+  },
+);

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DeviceAuthorizationResponse } from '../../src/oauth/device/authorization.js';
-import { recordDevicePoll } from '../../src/repositories/device-requests.js';
+import { recordDevicePoll } from '../../src/oauth/grant-types/device-code.js';
 import { seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
 import { decide, DEVICE_GRANT } from '../helpers/device.js';
 import { createClusterDatabase, POSTGRES_BIN, postgresBinariesPresent } from '../helpers/throwaway-cluster.js';
@@ -86,7 +86,8 @@ describe.skipIf(!postgresBinariesPresent())(`commit durability (PostgreSQL from 
     await admin.connect();
     tv = await seedClient(t, { kind: 'tv' });
     const user = await seedUser(t);
-    const issue = async () => (await postForm('/oauth/device/code', { client_id: tv.clientId, scope: 'openid offline_access' })).json<DeviceAuthorizationResponse>();
+    const issue = async () =>
+      (await postForm('/oauth/device/code', { client_id: tv.clientId, scope: 'openid offline_access' })).json<DeviceAuthorizationResponse>();
     await t.app.listen({ host: '127.0.0.1', port: 0 });
     server = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
     pending = await issue();
@@ -139,8 +140,8 @@ describe.skipIf(!postgresBinariesPresent())(`commit durability (PostgreSQL from 
   }, 60_000);
 
   it('refuses to record a poll inside a transaction, whose other writes would then commit asynchronously too', async () => {
-    await expect(
-      t.deps.db.transaction().execute((trx) => recordDevicePoll(trx, new Uint8Array(32), tv.clientId, null, new Date())),
-    ).rejects.toThrow(/must not run inside a transaction/);
+    await expect(t.deps.db.transaction().execute((trx) => recordDevicePoll(trx, new Uint8Array(32), tv.clientId, null, new Date()))).rejects.toThrow(
+      /must not run inside a transaction/,
+    );
   });
 });

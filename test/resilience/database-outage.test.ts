@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DeviceAuthorizationResponse } from '../../src/oauth/device/authorization.js';
-import { hashOpaque } from '../../src/oauth/tokens.js';
+import { hashOpaque } from '../../src/oauth/opaque-tokens.js';
 import { seedClient, seedUser } from '../helpers/app.js';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.js';
 import { createClusterDatabase, POSTGRES_BIN, postgresBinariesPresent } from '../helpers/throwaway-cluster.js';
@@ -31,7 +31,7 @@ import {
  * has two live refresh tokens and no approval was lost.
  *
  * A 503 whose COMMIT did go through (the connection dropped before its answer came back) is the
- * one way a client misses a change that took place (README, "When the database is away"): a
+ * one way a client misses a change that took place (docs/endpoints.md, "When the database is away"): a
  * device whose redemption committed unseen, a refresh whose rotation did. The invariants allow
  * exactly that, and only after a 503 on that very request. Both outages are tried: a fast stop
  * (backends told to end) and an immediate one (a crash, recovered at the next start).
@@ -242,11 +242,7 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
       }
     }
 
-    const traffic = Promise.all([
-      ...workerBrowsers.map(deviceWorker),
-      ...holders.map(grantWorker),
-      readers(),
-    ]);
+    const traffic = Promise.all([...workerBrowsers.map(deviceWorker), ...holders.map(grantWorker), readers()]);
     // A worker's failure stops the waits below at once and surfaces when the traffic is awaited.
     let trafficFailure: unknown = null;
     traffic.catch((error: unknown) => (trafficFailure = error));
@@ -450,10 +446,7 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
 
     // No approved request lost its approval: each one is redeemed with a grant. If the device did
     // not get its tokens, that is only because its poll was answered 503 while the redemption committed.
-    const rows = await db
-      .selectFrom('device_requests')
-      .select(['device_code_hash', 'status', 'grant_id'])
-      .execute();
+    const rows = await db.selectFrom('device_requests').select(['device_code_hash', 'status', 'grant_id']).execute();
     const byHash = new Map(rows.map((r) => [Buffer.from(r.device_code_hash).toString('hex'), r]));
     for (const flow of flows.filter((f) => f.approval === 'confirmed')) {
       const row = byHash.get(Buffer.from(hashOpaque(flow.issued.device_code)).toString('hex'));
@@ -465,7 +458,8 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
         continue;
       }
       expect([flow.issued.user_code, row?.status, row?.grant_id === null]).toEqual([flow.issued.user_code, 'redeemed', false]);
-      if (flow.delivered === 0) expect({ spentUnseen: flow.spentUnseen, ambiguousPoll: flow.ambiguousPoll }).toEqual({ spentUnseen: true, ambiguousPoll: true });
+      if (flow.delivered === 0)
+        expect({ spentUnseen: flow.spentUnseen, ambiguousPoll: flow.ambiguousPoll }).toEqual({ spentUnseen: true, ambiguousPoll: true });
     }
 
     // One grant per redeemed request, never two.
@@ -473,7 +467,9 @@ describe.skipIf(!postgresBinariesPresent())(`a PostgreSQL outage under traffic (
       SELECT (SELECT count(*) FROM device_requests WHERE status = 'redeemed') AS redeemed,
              (SELECT count(*) FROM device_requests WHERE status = 'redeemed' AND grant_id IS NULL) AS without_grant,
              (SELECT count(*) FROM grants) AS grants,
-             (SELECT count(*) FROM (SELECT grant_id FROM device_requests WHERE grant_id IS NOT NULL GROUP BY grant_id HAVING count(*) > 1) s) AS shared_grants`.execute(db);
+             (SELECT count(*) FROM (SELECT grant_id FROM device_requests WHERE grant_id IS NOT NULL GROUP BY grant_id HAVING count(*) > 1) s) AS shared_grants`.execute(
+      db,
+    );
     const c = counts.rows[0]!;
     expect(Number(c.without_grant)).toBe(0);
     expect(Number(c.shared_grants)).toBe(0);

@@ -1,11 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Response } from 'light-my-request';
+import type { LightMyRequestResponse as Response } from 'fastify';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectDatabase, type DatabaseHandle } from '../../src/db/connect.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { FORM, form, seedClient, seedUser, startTestApp, type TestApp } from '../helpers/app.js';
-import { Browser, signedInBrowser } from '../helpers/browser.js';
+import { type Browser, signedInBrowser } from '../helpers/browser.js';
 import { DEVICE_GRANT, poll, requestDeviceCode, startDeviceFlow } from '../helpers/device.js';
 import { startServerProcess } from '../helpers/server-process.js';
 import { createThrowawayCluster, POSTGRES_BIN, postgresBinariesPresent, type ThrowawayCluster } from '../helpers/throwaway-cluster.js';
@@ -170,7 +170,12 @@ describe.skipIf(!postgresBinariesPresent())(`the database cannot be connected to
     'POST /oauth/device/code': () => requestDeviceCode(t, { client_id: clientId }),
     'POST /oauth/token (device_code)': () => poll(t, clientId, deviceCode),
     'POST /oauth/token (refresh_token)': () =>
-      t.app.inject({ method: 'POST', url: '/oauth/token', headers: FORM, payload: form({ grant_type: 'refresh_token', refresh_token: 'da_rt_unknown', client_id: clientId }) }),
+      t.app.inject({
+        method: 'POST',
+        url: '/oauth/token',
+        headers: FORM,
+        payload: form({ grant_type: 'refresh_token', refresh_token: 'da_rt_unknown', client_id: clientId }),
+      }),
     'GET /activate (signed in)': () => browser.get('/activate'),
     'POST /activate (signed in)': () => browser.post('/activate', { user_code: 'BCDF-GHJK' }),
     'GET /readyz': () => t.app.inject({ method: 'GET', url: '/readyz' }),
@@ -201,7 +206,12 @@ describe.skipIf(!postgresBinariesPresent())(`the database cannot be connected to
         const summary = [name, answer.statusCode];
         expect(summary, answer.body.slice(0, 300)).toEqual([name, 503]);
         if (name.includes('/oauth/')) {
-          expect([name, answer.json().error, answer.headers['retry-after'], answer.headers['cache-control']]).toEqual([name, 'temporarily_unavailable', '5', 'no-store']);
+          expect([name, answer.json().error, answer.headers['retry-after'], answer.headers['cache-control']]).toEqual([
+            name,
+            'temporarily_unavailable',
+            '5',
+            'no-store',
+          ]);
         } else if (name === 'GET /readyz') {
           expect(answer.json()).toEqual({ status: 'unavailable', reason: 'database unreachable' });
         } else {
@@ -252,7 +262,12 @@ describe.skipIf(!postgresBinariesPresent())(`the database cannot be connected to
       await cluster.stop('fast');
       const outageStart = server.output().length;
       for (let i = 0; i < 3; i++) expect((await send('/oauth/token', tokenRequest)).status).toBe(503);
-      const ticks = () => server.output().slice(outageStart).split('\n').filter((line) => line.includes('purge failed'));
+      const ticks = () =>
+        server
+          .output()
+          .slice(outageStart)
+          .split('\n')
+          .filter((line) => line.includes('purge failed'));
       await waitFor(() => ticks().length >= 2, 'two purge ticks while the database is away', 10_000);
       expect(server.child.exitCode).toBeNull();
       const lines = server.output().slice(outageStart).split('\n').filter(Boolean);

@@ -99,7 +99,7 @@ describe.skipIf(!runnable)('two server processes on one PostgreSQL database (nev
     for (const s of [a, b]) expect(await attempt(s, victim.password)).toBe(429);
   });
 
-  it('publish the same signing keys, and an ID token signed by one verifies with the other\'s JWKS (same kid, same issuer)', async () => {
+  it("publish the same signing keys, and an ID token signed by one verifies with the other's JWKS (same kid, same issuer)", async () => {
     const jwksOf = async (s: ServerProcess) => (await send(`${s.url}/.well-known/jwks.json`)).json<JSONWebKeySet>();
     const [jwksA, jwksB] = await Promise.all([jwksOf(a), jwksOf(b)]);
     expect(jwksA.keys.length).toBeGreaterThan(0);
@@ -174,7 +174,7 @@ describe.skipIf(!runnable)('two server processes on one PostgreSQL database (nev
     expect(next.headers.get('location')).toMatch(/^\/signin/);
   });
 
-  it('a revocation through one is refused by the other\'s introspection, userinfo and token endpoint at the next request', async () => {
+  it("a revocation through one is refused by the other's introspection, userinfo and token endpoint at the next request", async () => {
     const browser = new WebBrowser(a.url);
     await signInOverHttp(browser, user);
     const tokens = await deviceSignInOverHttp(browser, tv, { issue: a.url, approve: a.url, redeem: a.url });
@@ -203,7 +203,10 @@ describe.skipIf(!runnable)('two server processes on one PostgreSQL database (nev
     // The answer from A was lost; B computes the same one.
     const retried = await refreshOverHttp(b.url, tv, first.refresh_token!);
     expect(retried.status, retried.body).toBe(200);
-    expect(retried.json<{ access_token: string; refresh_token: string }>()).toMatchObject({ access_token: second.access_token, refresh_token: second.refresh_token });
+    expect(retried.json<{ access_token: string; refresh_token: string }>()).toMatchObject({
+      access_token: second.access_token,
+      refresh_token: second.refresh_token,
+    });
 
     const used = await refreshOverHttp(a.url, tv, second.refresh_token);
     expect(used.status, used.body).toBe(200);

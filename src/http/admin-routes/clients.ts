@@ -11,22 +11,11 @@ import {
   rotateClientSecret,
   setClientDisabled,
   showClient,
-} from '../../oauth/clients.js';
-import type { AdminApp } from './types.js';
+} from '../../apps/registration.js';
+import { adminActor, type AdminApp } from './types.js';
 import { CLIENT_ID_SYNTAX } from '../../oauth/client-auth.js';
 import { conflict, notFound } from './problem.js';
-import {
-  clientIdParam,
-  clientState,
-  clientView,
-  createdClient,
-  deleted,
-  nextAfter,
-  page,
-  pageQuery,
-  problems,
-  rotatedSecret,
-} from './schemas.js';
+import { clientIdParam, clientState, clientView, createdClient, deleted, nextAfter, page, pageQuery, problems, rotatedSecret } from './schemas.js';
 
 const tags = ['clients'];
 const noClient = (clientId: string) => notFound(`no client ${clientId}: see GET /admin/clients`);
@@ -38,7 +27,10 @@ export function adminClientRoutes(app: AdminApp, deps: Deps): void {
       schema: {
         tags,
         summary: 'Clients in client_id order, a page at a time',
-        querystring: z.object({ ...pageQuery, after: z.string().regex(CLIENT_ID_SYNTAX, 'not a client id').optional().describe('the last client_id of the previous page') }),
+        querystring: z.object({
+          ...pageQuery,
+          after: z.string().regex(CLIENT_ID_SYNTAX, 'not a client id').optional().describe('the last client_id of the previous page'),
+        }),
         response: { 200: page(clientView), ...problems },
       },
     },
@@ -59,8 +51,12 @@ export function adminClientRoutes(app: AdminApp, deps: Deps): void {
       },
     },
     async (request, reply) => {
-      const created = await createClient(deps.db, request.body);
-      request.audit = { action: 'client.create', target: created.client_id, details: { name: request.body.name, kind: request.body.kind, type: request.body.type } };
+      const created = await createClient(deps.db, request.body, { actor: adminActor(request), now: deps.clock.now() });
+      request.audit = {
+        action: 'client.create',
+        target: created.client_id,
+        details: { name: request.body.name, kind: request.body.kind, type: request.body.type },
+      };
       return reply.code(201).send(created);
     },
   );
@@ -84,7 +80,7 @@ export function adminClientRoutes(app: AdminApp, deps: Deps): void {
     },
     async (request) => {
       const { clientId } = request.params;
-      const outcome = await changeClient(deps.db, clientId, request.body);
+      const outcome = await changeClient(deps.db, clientId, request.body, { actor: adminActor(request), now: deps.clock.now() });
       if (outcome.kind === 'not_found') throw noClient(clientId);
       if (outcome.kind === 'refused') throw conflict('not-a-resource-server', outcome.reason);
       request.audit = { action: 'client.update', target: clientId, details: request.body };
@@ -105,7 +101,7 @@ export function adminClientRoutes(app: AdminApp, deps: Deps): void {
       },
       async (request) => {
         const { clientId } = request.params;
-        if (!(await setClientDisabled(deps.db, clientId, action === 'disable', deps.clock.now()))) throw noClient(clientId);
+        if (!(await setClientDisabled(deps.db, clientId, action === 'disable', deps.clock.now(), adminActor(request)))) throw noClient(clientId);
         request.audit = { action: `client.${action}`, target: clientId };
         return { client_id: clientId, disabled: action === 'disable' };
       },
@@ -117,7 +113,7 @@ export function adminClientRoutes(app: AdminApp, deps: Deps): void {
     {
       schema: {
         tags,
-        summary: 'Rotate a confidential client\'s secret; the new one is shown once',
+        summary: "Rotate a confidential client's secret; the new one is shown once",
         params: clientIdParam,
         body: z
           .object({
@@ -138,7 +134,7 @@ export function adminClientRoutes(app: AdminApp, deps: Deps): void {
     async (request) => {
       const { clientId } = request.params;
       const grace = request.body?.grace_period_seconds ?? 0;
-      const rotation = await rotateClientSecret(deps.db, clientId, grace, deps.clock.now());
+      const rotation = await rotateClientSecret(deps.db, clientId, grace, deps.clock.now(), adminActor(request));
       if (rotation.kind === 'not_found') throw noClient(clientId);
       if (rotation.kind === 'public_client') throw conflict('public-client', `${clientId} is a public client: it has no secret to rotate`);
       request.audit = { action: 'client.rotate_secret', target: clientId, details: { grace_period_seconds: grace } };
@@ -152,14 +148,15 @@ export function adminClientRoutes(app: AdminApp, deps: Deps): void {
     {
       schema: {
         tags,
-        summary: 'Delete the app with every grant, token and pending request it has',
+        summary:
+          "Delete the app with every grant, token and pending request it has (each grant's revocation recorded); its events stay for EVENT_RETENTION_DAYS",
         params: clientIdParam,
         response: { 200: deleted, ...problems },
       },
     },
     async (request) => {
       const { clientId } = request.params;
-      if (!(await deleteClient(deps.db, clientId))) throw noClient(clientId);
+      if (!(await deleteClient(deps, clientId, adminActor(request)))) throw noClient(clientId);
       request.audit = { action: 'client.delete', target: clientId };
       return { deleted: true as const };
     },

@@ -1,6 +1,6 @@
 import type { Deps } from '../../deps.js';
-import { KeyRevocationRefused, listKeyViews, revokeSigningKeyNow, type KeySchedule } from '../../oauth/keys.js';
-import type { AdminApp } from './types.js';
+import { KeyRevocationRefused, listKeyViews, revokeSigningKeyNow, type KeySchedule } from '../../keys/signing-keys.js';
+import { adminActor, type AdminApp } from './types.js';
 import { conflict, notFound } from './problem.js';
 import { keySchedule, keyView, kidParam, page, problems } from './schemas.js';
 
@@ -32,13 +32,18 @@ export function adminKeyRoutes(app: AdminApp, deps: Deps): void {
     {
       schema: {
         tags,
-        summary: 'Rotate now: the next key signs from as soon as every JWKS cache has seen it (JWKS_CACHE_SECONDS + 60 s after it was made), the active key retires then',
+        summary:
+          'Rotate now: the next key signs from as soon as every JWKS cache has seen it (JWKS_CACHE_SECONDS + 60 s after it was made), the active key retires then',
         response: { 200: keySchedule, ...problems },
       },
     },
     async (request) => {
-      const schedule = await deps.keys.maintain(true);
-      request.audit = { action: 'keys.rotate', target: schedule.next?.kid ?? schedule.active, details: { activates_at: schedule.next?.activates_at?.toISOString() ?? null } };
+      const schedule = await deps.keys.maintain(true, adminActor(request));
+      request.audit = {
+        action: 'keys.rotate',
+        target: schedule.next?.kid ?? schedule.active,
+        details: { activates_at: schedule.next?.activates_at?.toISOString() ?? null },
+      };
       return scheduleView(schedule);
     },
   );
@@ -57,7 +62,7 @@ export function adminKeyRoutes(app: AdminApp, deps: Deps): void {
       const { kid } = request.params;
       let schedule: KeySchedule | null;
       try {
-        schedule = await revokeSigningKeyNow(deps.db, deps.sealer, deps.clock.now(), deps.keys.policy, kid);
+        schedule = await revokeSigningKeyNow(deps.db, deps.sealer, deps.clock.now(), deps.keys.policy, kid, adminActor(request));
       } catch (error) {
         if (error instanceof KeyRevocationRefused) throw conflict('only-signing-key', error.message);
         throw error;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE } from '../../lib/paging.js';
 import { CLIENT_ID_SYNTAX } from '../../oauth/client-auth.js';
 import { storedText } from '../../lib/stored-text.js';
-import { KID_SYNTAX } from '../../oauth/keys.js';
+import { KID_SYNTAX } from '../../keys/signing-keys.js';
 
 /** The admin API's shapes: they validate what comes in, shape what goes out, and are its OpenAPI document. */
 
@@ -33,6 +33,7 @@ export const clientView = z.object({
   post_logout_redirect_uris: z.array(z.string()).describe('exact URLs the end-session endpoint may send the browser back to (RP-Initiated Logout)'),
   dpop_bound_access_tokens: z.boolean().describe('RFC 9449 §5.2: its token requests must carry a DPoP proof'),
   confirmation_phrase: z.boolean().describe('whether its devices show the confirmation phrase, so that the approval page asks for it'),
+  ssf_all_users: z.boolean().describe("issue 32 §3: its Shared Signals streams tell of every user, not only of users with a grant of the app's"),
   created_at: z.string(),
   disabled: z.boolean(),
 });
@@ -85,15 +86,34 @@ export const connectedAppView = z.object({
 
 export const eventView = z.object({
   event_id: z.string(),
+  type: z.string().describe('a name of the event vocabulary, such as grant.revoked'),
   at: z.string(),
-  event: z.string(),
-  reason: z.string().nullable(),
-  grant_id: z.string(),
-  user_id: z.string(),
-  client_id: z.string(),
-  app: z.string(),
+  reason: z.string().nullable().describe('for grant.revoked, why; for a refusal, by what'),
+  grant_id: z.string().nullable(),
+  user_id: z.string().nullable().describe('the user, by id (events outlive the account; they never name its email)'),
+  client_id: z.string().nullable(),
+  app: z.string().nullable().describe("the app's name while it exists"),
   client_ip: z.string().nullable(),
+  data: z.unknown().describe('the facts of the event beyond its columns (never a secret or a password)'),
+  actor: z
+    .unknown()
+    .describe('who made the change and how: {"kind": "admin", "via": "socket" | "token" | "cli"} or {"kind": "server"}; null when user_id and client_id say'),
 });
+
+/** The most values one list filter takes: enough for a campaign's networks, bounded for the query planner. */
+const LIST_MAX = 100;
+
+/**
+ * A list filter: comma-separated in a query string (or the parameter repeated), an array in a
+ * JSON body. Every item must pass, or the whole request is refused: a typo in one value never
+ * silently narrows (or, for a revocation, widens) what the operator meant.
+ */
+export function listOf<T extends z.ZodType<unknown, string>>(item: T, what: string, most = LIST_MAX) {
+  return z
+    .union([z.string().max(most * 64), z.number(), z.array(z.union([z.string().max(256), z.number()])).max(most)])
+    .transform((given) => (Array.isArray(given) ? given : typeof given === 'number' ? [given] : given.split(',')).map((v) => String(v).trim()))
+    .pipe(z.array(item).min(1, `at least one ${what}`).max(most, `at most ${most} ${what}s`));
+}
 
 const purgedCounts = z.object({
   deviceRequests: z.number(),
@@ -103,7 +123,10 @@ const purgedCounts = z.object({
   grants: z.number(),
   rateLimitCounters: z.number(),
   dpopProofs: z.number(),
+  deliveries: z.number().describe('webhook messages delivered or given up more than LINK_RETENTION ago, with their attempts'),
   platformIcons: z.number(),
+  events: z.number().describe('events older than EVENT_RETENTION_DAYS'),
+  securityEventTokens: z.number().describe('Shared Signals SETs a week old: never acknowledged, or long delivered'),
 });
 export const purged = purgedCounts;
 
@@ -132,7 +155,9 @@ export const kidParam = z.object({ kid: z.string().regex(KID_SYNTAX, 'not a key 
 export const keyView = z.object({
   kid: z.string(),
   alg: z.string(),
-  state: z.enum(['next', 'active', 'retired', 'revoked']).describe('next: published, not signing yet; active: signs; retired: verifies its tokens until they expire'),
+  state: z
+    .enum(['next', 'active', 'retired', 'revoked'])
+    .describe('next: published, not signing yet; active: signs; retired: verifies its tokens until they expire'),
   published: z.boolean().describe('served by /.well-known/jwks.json now'),
   created_at: z.string(),
   activates_at: z.string().nullable().describe('when it signs from; null: a next key not scheduled yet'),
@@ -147,7 +172,7 @@ export const keySchedule = z.object({
   keys: z.array(keyView),
 });
 
-export const problem = z
+const problem = z
   .object({ type: z.string(), title: z.string(), status: z.number(), detail: z.string() })
   .describe('RFC 9457 problem details (application/problem+json)');
 

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger, FastifyInstance, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { Actor } from '../../events/event-log.js';
 
 /** The admin app with zod schemas as its types. */
 export type AdminApp = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, ZodTypeProvider>;
@@ -15,5 +16,13 @@ export interface AuditEntry {
 declare module 'fastify' {
   interface FastifyRequest {
     audit?: AuditEntry;
+    /** Who is calling the admin API and how (set by buildAdminApp before any route runs): recorded with every change's event. */
+    adminActor?: Actor;
   }
+}
+
+/** The operator making this admin request, as its events record them. */
+export function adminActor(request: { adminActor?: Actor }): Actor {
+  if (!request.adminActor) throw new Error('the admin API names its caller before any route runs');
+  return request.adminActor;
 }

@@ -5,7 +5,7 @@ import { serverMetadata } from '../../oauth/metadata.js';
 export function discoveryRoutes(app: FastifyInstance, deps: Deps): void {
   const metadata = serverMetadata(deps.config.issuer);
   const cacheable = 'public, max-age=300';
-  // The same lifetime the key ring waits out before a new key signs (oauth/keys.ts announcementSeconds).
+  // The same lifetime the key ring waits out before a new key signs (keys/signing-keys.ts announcementSeconds).
   const jwksCacheable = `public, max-age=${deps.config.signingKeys.jwksCacheSeconds}`;
 
   app.get('/.well-known/openid-configuration', async (_request, reply) => reply.header('Cache-Control', cacheable).send(metadata));

@@ -1,21 +1,57 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { z } from 'zod';
 import type { Deps } from '../../deps.js';
-import { identifyClient } from '../../oauth/client-auth.js';
-import { introspectToken } from '../../oauth/introspection.js';
-import { parseForm } from '../form.js';
-import { consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
-import { clientCredentials, tokenRequestForm } from './client-credentials.js';
+import type { Client } from '../../oauth/client-auth.js';
+import { introspectToken, requireResourceServer, type IntrospectionResponse } from '../../oauth/introspection.js';
+import {
+  answeredBy,
+  guard,
+  identifyRequestClient,
+  limitPerAddress,
+  readForm,
+  serveProtocolRequest,
+  spendAppBudget,
+  type ProtocolEndpoint,
+  type ProtocolExchange,
+} from '../protocol-pipeline.js';
+import { tokenRequestForm } from './request-client-credentials.js';
+
+/** One introspection request as its steps learn it. */
+class IntrospectionExchange implements ProtocolExchange<z.output<typeof tokenRequestForm>> {
+  form!: z.output<typeof tokenRequestForm>;
+  client!: Client;
+  response: IntrospectionResponse | null = null;
+
+  constructor(readonly request: FastifyRequest) {}
+}
+
+/** Step 4: only a resource server may ask (RFC 7662 §2.1, §4); refused before the app's budget is charged. */
+const requireResourceServerClient = guard(function requireResourceServerClient(_deps, exchange: IntrospectionExchange) {
+  requireResourceServer(exchange.client);
+});
+
+/** The token's state; the statement that reads it also checks that the caller's app is enabled. */
+const introspect = answeredBy(function introspect(deps, exchange: IntrospectionExchange) {
+  return introspectToken(deps, exchange.client, exchange.form.token);
+});
+
+// RFC 7662 §2
+const introspectionEndpoint: ProtocolEndpoint<IntrospectionExchange> = {
+  defences: [
+    limitPerAddress('introspectPerIp'),
+    readForm(tokenRequestForm),
+    identifyRequestClient,
+    requireResourceServerClient,
+    spendAppBudget('introspectPerClient'),
+  ],
+  work: [introspect],
+  countOutcome: (deps, exchange, outcome) =>
+    deps.metrics.introspectionRequests.inc({ outcome: outcome === 'issued' ? (exchange.response?.active ? 'active' : 'inactive') : outcome }),
+  response: (exchange) => exchange.response,
+  // A resource server sends no DPoP proof here: it authenticates as an app (RFC 7662 §2.1).
+  takesDpopProofs: false,
+};
 
 export function introspectRoutes(app: FastifyInstance, deps: Deps): void {
-  // RFC 7662 §2
-  app.post('/oauth/introspect', async (request, reply) => {
-    // Before any other work, as at the token endpoint: a flood from one address is refused cheaply.
-    const perAddress = consumeOAuthLimit(deps, 'introspectPerIp', limitedAddress(deps, request));
-    if (perAddress) await perAddress;
-    const form = parseForm(tokenRequestForm, request.body);
-    // The introspection statement itself checks that the caller's app is enabled.
-    const client = await identifyClient(deps.clients, clientCredentials(request, form));
-    const response = await introspectToken(deps, client, form.token);
-    return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').send(response);
-  });
+  app.post('/oauth/introspect', (request, reply) => serveProtocolRequest(deps, introspectionEndpoint, new IntrospectionExchange(request), reply));
 }

@@ -1,26 +1,58 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { z } from 'zod';
 import type { Deps } from '../../deps.js';
-import { authenticateClient } from '../../oauth/client-auth.js';
-import { checkDpopProof } from '../../oauth/dpop.js';
+import type { Client } from '../../oauth/client-auth.js';
+import { NOTHING_TO_SPEND } from '../../oauth/dpop.js';
 import { endpoints } from '../../oauth/metadata.js';
-import { revokeToken } from '../../oauth/revocation.js';
-import { parseForm } from '../form.js';
-import { consumeOAuthLimit, limitedAddress } from '../rate-limit.js';
-import { clientCredentials, tokenRequestForm } from './client-credentials.js';
+import { revokeToken, type RevocationContext } from '../../oauth/token-revocation.js';
+import {
+  authenticateRequestClient,
+  checkDpopProofIfSent,
+  guard,
+  limitPerAddress,
+  readForm,
+  serveProtocolRequest,
+  spendAppBudget,
+  type DpopExchange,
+  type ProtocolEndpoint,
+} from '../protocol-pipeline.js';
+import { tokenRequestForm } from './request-client-credentials.js';
+
+/** One revocation request as its steps learn it; also the revocation's context (the caller's address, its proof). */
+class RevocationExchange implements DpopExchange, RevocationContext {
+  form!: z.output<typeof tokenRequestForm>;
+  client!: Client;
+  dpopJkt: string | null = null;
+  spendProof: () => Promise<void> = NOTHING_TO_SPEND;
+  readonly ip: string;
+
+  constructor(
+    readonly request: FastifyRequest,
+    readonly url: string,
+  ) {
+    this.ip = request.ip;
+  }
+}
+
+/**
+ * The grant of the token revoked, if it is the app's; a public app proves the key of a DPoP-bound
+ * token, and its proof is spent only then.
+ */
+const revoke = guard(function revoke(deps, exchange: RevocationExchange) {
+  return revokeToken(deps, exchange.client, exchange.form.token, exchange);
+});
+
+// RFC 7009 §2
+const revocationEndpoint: ProtocolEndpoint<RevocationExchange> = {
+  defences: [limitPerAddress('revokePerIp'), readForm(tokenRequestForm), authenticateRequestClient, spendAppBudget('revokePerClient')],
+  work: [checkDpopProofIfSent, revoke],
+  countOutcome: (deps, _exchange, outcome) => deps.metrics.revocationRequests.inc({ outcome: outcome === 'issued' ? 'answered' : outcome }),
+  // RFC 7009 §2.2: 200 even for an invalid token, so the endpoint tells nothing about tokens.
+  response: () => ({}),
+  takesDpopProofs: true,
+};
 
 export function revokeRoutes(app: FastifyInstance, deps: Deps): void {
   const url = endpoints(deps.config.issuer).revocation_endpoint;
-  // RFC 7009 §2
-  app.post('/oauth/revoke', async (request, reply) => {
-    // Before any other work, as at the token endpoint: a flood from one address is refused cheaply.
-    const perAddress = consumeOAuthLimit(deps, 'revokePerIp', limitedAddress(deps, request));
-    if (perAddress) await perAddress;
-    const form = parseForm(tokenRequestForm, request.body);
-    const client = await authenticateClient(deps.clients, clientCredentials(request, form));
-    // A public app proves the key of a DPoP-bound token it revokes; checked only when a proof came.
-    const proof = await checkDpopProof(deps, { header: request.headers.dpop, method: 'POST', url }, 'token_endpoint');
-    await revokeToken(deps, client, form.token, { ip: request.ip, proof });
-    // RFC 7009 §2.2: 200 even for an invalid token, so the endpoint tells nothing about tokens.
-    return reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache').send({});
-  });
+  app.post('/oauth/revoke', (request, reply) => serveProtocolRequest(deps, revocationEndpoint, new RevocationExchange(request, url), reply));
 }

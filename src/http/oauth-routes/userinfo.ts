@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Deps } from '../../deps.js';
-import { verifyAccessToken } from '../../oauth/access-tokens.js';
+import { verifyAccessToken } from '../../oauth/access-token-verification.js';
 import { dpopChallenge, dpopNonceHeader, keyNotProven, readDpopProof, spendDpopProof, verifyReadProof } from '../../oauth/dpop.js';
 import { OAuthError, invalidRequest, invalidToken } from '../../oauth/errors.js';
 import { endpoints } from '../../oauth/metadata.js';
@@ -69,9 +69,10 @@ export function userinfoRoutes(app: FastifyInstance, deps: Deps): void {
     }
     if (!token.scopes.includes('openid')) {
       throw new OAuthError('insufficient_scope', 'the access token was not granted the openid scope', 403, {
-        'WWW-Authenticate': scheme === 'bearer'
-          ? 'Bearer realm="device-auth", error="insufficient_scope", scope="openid"'
-          : `${dpopChallenge('insufficient_scope')}, scope="openid"`,
+        'WWW-Authenticate':
+          scheme === 'bearer'
+            ? 'Bearer realm="device-auth", error="insufficient_scope", scope="openid"'
+            : `${dpopChallenge('insufficient_scope')}, scope="openid"`,
       });
     }
     return {

@@ -92,7 +92,7 @@ export function accountRoutes(app: FastifyInstance, deps: Deps): void {
     const user = request.session?.user;
     if (!user) return reply.redirect(signInUrl(DEVICES_PATH), 303);
     const form = parsePageForm(cancelForm, request.body);
-    const outcome = await cancelWaitingDevice(deps, user.userId, form.request_id);
+    const outcome = await cancelWaitingDevice(deps, user.userId, form.request_id, request.ip);
     if (outcome === 'cancelled') return reply.redirect(`${DEVICES_PATH}?cancelled=${form.request_id}`, 303);
     return renderDevices(deps, request, reply, await devicesPage(deps, user.userId, {}), 'devices.waiting_not_found', 404);
   });

@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
-import { limitedAddress, reserveAttempt, waitText } from '../rate-limit.js';
+import { limitedAddress, waitText } from '../rate-limit.js';
+import { guardedAttempt } from '../../rate-limits/guarded-attempt.js';
 import { PageError } from '../../oauth/errors.js';
 import { normaliseUserCode } from '../../oauth/device/user-code.js';
 import {
@@ -207,25 +208,23 @@ async function resolveWithinGuessLimit<T>(
   resolve: () => Promise<Resolution<T>>,
   render: (resolved: T) => FastifyReply,
 ) {
-  const reservation = await reserveAttempt(deps, [['userCodePerUser', userId], ['userCodePerIp', limitedAddress(deps, request)]]);
-  const limit = reservation.verdict();
-  if (limit.limited) {
-    await reservation.refund();
-    reply.header('Retry-After', String(limit.retryAfterSeconds));
+  const guarded = await guardedAttempt(deps.rateLimiter, deps.clock.now(), {
+    limits: [
+      ['userCodePerUser', userId],
+      ['userCodePerIp', limitedAddress(deps, request)],
+    ],
+    evaluate: resolve,
+    // A wrong guess keeps its count; one that resolves gives it back.
+    kept: (outcome) => (outcome.kind === 'refused' ? 'all' : 'none'),
+  });
+  if (guarded.limited) {
+    reply.header('Retry-After', String(guarded.retryAfterSeconds));
     const i18n = translatorFor(request);
-    const message = i18n.t('activate.refused.too_many', { wait: waitText(i18n, limit.retryAfterSeconds) });
+    const message = i18n.t('activate.refused.too_many', { wait: waitText(i18n, guarded.retryAfterSeconds) });
     return renderCodeStep(deps, request, reply, page, { userCode: typed, message, link: null }, 429);
   }
-  let outcome: Resolution<T>;
-  try {
-    outcome = await resolve();
-  } catch (error) {
-    // Not evaluated (the database failed, say): the attempt was no guess.
-    void reservation.refund();
-    throw error;
-  }
+  const { outcome } = guarded;
   if (outcome.kind === 'refused') return refuseCode(deps, request, reply, page, typed, outcome.refusal);
-  await reservation.refund();
   return render(outcome.value);
 }
 
@@ -257,9 +256,7 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
           return { kind: 'refused', refusal: lookup };
         },
         (found) =>
-          found.kind === 'pending'
-            ? renderApprovalStep(deps, request, reply, page, found.request)
-            : refuseCode(deps, request, reply, page, typed, found),
+          found.kind === 'pending' ? renderApprovalStep(deps, request, reply, page, found.request) : refuseCode(deps, request, reply, page, typed, found),
       );
     });
 
@@ -296,7 +293,14 @@ export function activateRoutes(app: FastifyInstance, deps: Deps): void {
             request,
             reply,
             'activate/result.eta',
-            { title: i18n.t(said.heading, { kind }), message: i18n.t(said.message, { kind, app: decided.appName }), tone: said.tone, againHref: path, kind, wayBack: path },
+            {
+              title: i18n.t(said.heading, { kind }),
+              message: i18n.t(said.message, { kind, app: decided.appName }),
+              tone: said.tone,
+              againHref: path,
+              kind,
+              wayBack: path,
+            },
             said.status,
           );
         },

@@ -1,13 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
-import {
-  approveAuthorization,
-  AUTHORIZE_PATH,
-  decideAuthorization,
-  errorRedirect,
-  type AuthorizeOutcome,
-} from '../../oauth/authorize/decision.js';
+import { approveAuthorization, AUTHORIZE_PATH, decideAuthorization, errorRedirect, type AuthorizeOutcome } from '../../oauth/authorize/decision.js';
 import { checkAuthorizationRequest, type AuthorizationRequest, type AuthorizeParameters } from '../../oauth/authorize/request.js';
 import { PageError } from '../../oauth/errors.js';
 import { parsePageForm } from '../form.js';
@@ -87,7 +81,7 @@ export function authorizeRoutes(app: FastifyInstance, deps: Deps): void {
     const parameters = parametersOf(parsePageForm(authorizeParameters, request.query));
     const result = await checked(deps, parameters);
     if (isOutcome(result)) return answer(request, reply, null, result, deps);
-    const outcome = await decideAuthorization(deps, result, request.session?.user ?? null);
+    const outcome = await decideAuthorization(deps, result, request.session?.user ?? null, request.ip);
     return answer(request, reply, result, outcome, deps);
   });
 
@@ -99,8 +93,8 @@ export function authorizeRoutes(app: FastifyInstance, deps: Deps): void {
     if (isOutcome(result)) return answer(request, reply, null, result, deps);
     const user = request.session?.user ?? null;
     // Signed out in another tab since the page was shown: sign in, then see the question again.
-    if (!user) return answer(request, reply, result, await decideAuthorization(deps, result, null), deps);
+    if (!user) return answer(request, reply, result, await decideAuthorization(deps, result, null, request.ip), deps);
     if (action === 'deny') return answer(request, reply, result, errorRedirect(deps, result, 'access_denied', 'the user denied the request'), deps);
-    return answer(request, reply, result, await approveAuthorization(deps, result, user), deps);
+    return answer(request, reply, result, await approveAuthorization(deps, result, user, request.ip), deps);
   });
 }

@@ -25,7 +25,10 @@ const endSessionParameters = z.object({
   post_logout_redirect_uri: storedText.max(2000).optional(),
   state: storedText.max(MAX_STATE_LENGTH).optional(),
   // A value we cannot use is ignored, as OIDC Core §3.1.2.1 allows ("not an error").
-  ui_locales: z.string().optional().transform((value) => (value !== undefined && value.length <= 200 && UI_LOCALES.test(value) ? value : undefined)),
+  ui_locales: z
+    .string()
+    .optional()
+    .transform((value) => (value !== undefined && value.length <= 200 && UI_LOCALES.test(value) ? value : undefined)),
 });
 
 function parametersOf(input: unknown): EndSessionParameters {
@@ -48,7 +51,7 @@ async function endSession(deps: Deps, request: FastifyRequest, reply: FastifyRep
   preferUiLocales(request, parameters);
   const checked = await checkEndSessionRequest(deps, parameters);
   if (checked.kind === 'shown_error') throw new PageError(400, 'end_session.error_title', checked.messageKey);
-  const outcome = await endBrowserSession(deps, request.session, checked.request, confirmed);
+  const outcome = await endBrowserSession(deps, request.session, checked.request, confirmed, request.ip);
   return answer(request, reply, deps, outcome);
 }
 
@@ -57,7 +60,8 @@ function answer(request: FastifyRequest, reply: FastifyReply, deps: Deps, outcom
   if (outcome.kind === 'confirm') {
     const { request: endSessionRequest } = outcome;
     // The answer to this form redirects to the app: the page's form-action must allow its origin.
-    if (endSessionRequest.postLogoutRedirectUri !== null) reply.header('Content-Security-Policy', pageCspAllowingFormsTo(endSessionRequest.postLogoutRedirectUri));
+    if (endSessionRequest.postLogoutRedirectUri !== null)
+      reply.header('Content-Security-Policy', pageCspAllowingFormsTo(endSessionRequest.postLogoutRedirectUri));
     const parameters = END_SESSION_PARAMETER_NAMES.flatMap((name) => {
       const value = endSessionRequest.parameters[name];
       return value === undefined ? [] : [[name, value] as const];

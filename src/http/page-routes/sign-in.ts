@@ -4,7 +4,8 @@ import type { Deps } from '../../deps.js';
 import { normaliseEmail } from '../../accounts/users.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sha256 } from '../../lib/random.js';
-import { limitedAddress, reserveAttempt, waitText } from '../rate-limit.js';
+import { limitedAddress, waitText } from '../rate-limit.js';
+import { guardedAttempt } from '../../rate-limits/guarded-attempt.js';
 import { addressPrefixes } from '../../lib/client-address.js';
 import type { Reservation } from '../../rate-limits/limiter.js';
 import { PasswordChecksBusy } from '../../accounts/password-checks.js';
@@ -22,7 +23,7 @@ const RETURN_PATHS = /^\/(activate|account)(\/|$)|^\/oauth\/authorize$/;
 const PARSE_BASE = 'http://return-to.invalid';
 
 /** Far more than any page of ours links to; a longer address would only bloat the Location header. */
-export const MAX_RETURN_PATH_LENGTH = 1024;
+const MAX_RETURN_PATH_LENGTH = 1024;
 /** An authorization request comes back through sign-in whole: its redirect URI, state and nonce are bounded well below this. */
 export const MAX_AUTHORIZE_RETURN_LENGTH = 4096;
 
@@ -33,7 +34,7 @@ export const MAX_AUTHORIZE_RETURN_LENGTH = 4096;
  * re-encoding) falls back to /activate. The value that reaches the Location header is the URL
  * parser's re-serialisation, never the raw input.
  */
-export function localReturnPath(requested: string): string {
+function localReturnPath(requested: string): string {
   if (requested.length > MAX_AUTHORIZE_RETURN_LENGTH) return DEFAULT_RETURN_PATH;
   let url: URL;
   try {
@@ -131,38 +132,37 @@ export function signInRoutes(app: FastifyInstance, deps: Deps): void {
     // against its address as a failure (never given back), so that a flood uses up its own attempts.
     const admission = deps.passwordChecks.admit(sender);
     if (!admission.admitted) {
-      await reserveAttempt(deps, [['signInPerIp', address]]).catch(() => undefined);
+      await deps.rateLimiter.reserve([['signInPerIp', address]], deps.clock.now()).catch(() => undefined);
       return busy();
     }
     try {
-      const reservation = await reserveAttempt(deps, [
-        ['signInPerAccountIp', `${account} ${address}`],
-        ['signInPerIp', address],
-        ['signInPerAccount', account],
-      ]);
-      const limit = signInLimit(reservation);
-      if (limit.limited) {
-        await reservation.refund();
-        reply.header('Retry-After', String(limit.retryAfterSeconds));
-        return renderSignIn(i18n.t('signin.too_many', { wait: waitText(i18n, limit.retryAfterSeconds) }), 429);
+      const guarded = await guardedAttempt(deps.rateLimiter, deps.clock.now(), {
+        limits: [
+          ['signInPerAccountIp', `${account} ${address}`],
+          ['signInPerIp', address],
+          ['signInPerAccount', account],
+        ],
+        verdict: signInLimit,
+        evaluate: async (reservation) => {
+          // An account under attack from many addresses: an address that has not failed on it is slowed, not refused.
+          if (reservation.over('signInPerAccount')) await sleep(deps.config.signInSlowdownMs);
+          try {
+            return await signIn(deps, request.session, form, admission.place, request.ip);
+          } catch (error) {
+            if (error instanceof PasswordChecksBusy) return { kind: 'busy' as const };
+            throw error;
+          }
+        },
+        // Only failures count: a right password (banned or not) gives its counts back. Turned away
+        // for capacity, the attempt counts against the address, not against the account.
+        kept: (result) => (result.kind === 'wrong_credentials' ? 'all' : result.kind === 'busy' ? (['signInPerIp'] as const) : 'none'),
+      });
+      if (guarded.limited) {
+        reply.header('Retry-After', String(guarded.retryAfterSeconds));
+        return renderSignIn(i18n.t('signin.too_many', { wait: waitText(i18n, guarded.retryAfterSeconds) }), 429);
       }
-      // An account under attack from many addresses: an address that has not failed on it is slowed, not refused.
-      if (reservation.over('signInPerAccount')) await sleep(deps.config.signInSlowdownMs);
-      let result;
-      try {
-        result = await signIn(deps, request.session, form, admission.place);
-      } catch (error) {
-        // Turned away for capacity: it counts against the address, not against the account.
-        if (error instanceof PasswordChecksBusy) {
-          void reservation.refund(['signInPerIp']);
-          return busy();
-        }
-        // Not verified: the attempt was no failure.
-        void reservation.refund();
-        throw error;
-      }
-      // Only failures count: a right password (banned or not) gives its reservation back.
-      if (result.kind !== 'wrong_credentials') await reservation.refund();
+      const result = guarded.outcome;
+      if (result.kind === 'busy') return busy();
       if (result.kind === 'signed_in') {
         // This address and this account come first in the password-check queue from now on.
         deps.passwordChecks.succeeded(sender);
@@ -180,7 +180,7 @@ export function signInRoutes(app: FastifyInstance, deps: Deps): void {
   app.post('/signout', async (request, reply) => {
     const form = parsePageForm(signOutForm, request.body);
     // An anonymous visitor has no row to end; the sign-in page it lands on keeps it anonymous.
-    if (request.session?.kind === 'stored') await signOut(deps, request.session);
+    if (request.session?.kind === 'stored') await signOut(deps, request.session, request.ip);
     clearSessionCookie(reply, deps.config);
     // "Not you?" names the page it was pressed on: the next person signs in and carries on there.
     return reply.redirect(form.return_to === undefined ? '/signin' : signInUrl(localReturnPath(form.return_to)), 303);

@@ -1,14 +1,20 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describeUnavailable, isDatabaseUnavailable } from '../../db/unavailable.js';
-import { CounterStoreUnavailableError } from '../../rate-limits/store.js';
+import { RedisUnavailableError } from '../../db/redis.js';
 import { OAuthError, PageError, RETRY_AFTER_SECONDS, temporarilyUnavailable } from '../../oauth/errors.js';
 import type { MessageKey, MessageValues } from '../../i18n/catalogues.js';
+import { SsfError } from '../../ssf/errors.js';
 import { languageModel } from '../page-language.js';
 
-/** JSON errors for the protocol's endpoints; the authorization endpoint is a page a person sees. */
-const isOAuthPath = (url: string) => (url.startsWith('/oauth/') && !url.startsWith('/oauth/authorize')) || url.startsWith('/.well-known/');
+/**
+ * JSON errors for the protocol's endpoints and the Shared Signals ones; the authorization
+ * endpoint is a page a person sees.
+ */
+const isOAuthPath = (url: string) =>
+  (url.startsWith('/oauth/') && !url.startsWith('/oauth/authorize')) || url.startsWith('/.well-known/') || url.startsWith('/ssf/');
 
-export function sendOAuthError(reply: FastifyReply, error: OAuthError): FastifyReply {
+/** The one shape of both JSON surfaces' errors: {error, error_description}, with the error's headers. */
+export function sendOAuthError(reply: FastifyReply, error: OAuthError | SsfError): FastifyReply {
   return reply
     .code(error.status)
     .headers({ 'Cache-Control': 'no-store', Pragma: 'no-cache', ...error.headers })
@@ -16,7 +22,7 @@ export function sendOAuthError(reply: FastifyReply, error: OAuthError): FastifyR
 }
 
 /** An error page in the reader's language; `values` fill the message's arguments. */
-export function sendPageError(
+function sendPageError(
   request: FastifyRequest,
   reply: FastifyReply,
   status: number,
@@ -37,8 +43,8 @@ export function sendPageError(
  * else unexpected is logged and answered without detail.
  */
 export function registerErrorHandler(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError | OAuthError | PageError, request: FastifyRequest, reply: FastifyReply) => {
-    if (error instanceof OAuthError) return sendOAuthError(reply, error);
+  app.setErrorHandler((error: FastifyError | OAuthError | SsfError | PageError, request: FastifyRequest, reply: FastifyReply) => {
+    if (error instanceof OAuthError || error instanceof SsfError) return sendOAuthError(reply, error);
     if (error instanceof PageError) {
       return sendPageError(request, reply.headers(error.headers), error.status, error.title, error.messageKey, error.values);
     }
@@ -62,7 +68,7 @@ export function registerErrorHandler(app: FastifyInstance): void {
       return sendPageError(request, reply, 503, 'error.unavailable', 'error.unavailable_message');
     }
 
-    if (error instanceof CounterStoreUnavailableError) {
+    if (error instanceof RedisUnavailableError) {
       // Redis (REDIS_URL) is away: the call failed fast (no offline queue, a short timeout); the client may retry.
       request.log.warn({ reason: error.message }, 'rate-limit store unavailable');
       if (isOAuthPath(request.url)) {

@@ -5,14 +5,7 @@ import type { FastifyInstance } from 'fastify';
  * it from /icons: the device's host never learns who looks), cannot be framed (clickjacking) and
  * run no script.
  */
-export const PAGE_CSP = [
-  "default-src 'none'",
-  "style-src 'self'",
-  "img-src 'self'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-  "base-uri 'none'",
-].join('; ');
+const PAGE_CSP = ["default-src 'none'", "style-src 'self'", "img-src 'self'", "form-action 'self'", "frame-ancestors 'none'", "base-uri 'none'"].join('; ');
 
 /**
  * The page CSP for a page whose form is answered with a redirect to an app (the consent page, the
@@ -29,7 +22,7 @@ export function pageCspAllowingFormsTo(redirectUri: string): string {
  * two years, so a network attacker cannot strip TLS from a later visit (sign-in, activation).
  * No includeSubDomains or preload: both bind the operator's other hosts, which are not ours to decide.
  */
-export const STRICT_TRANSPORT_SECURITY = 'max-age=63072000';
+const STRICT_TRANSPORT_SECURITY = 'max-age=63072000';
 
 export function registerSecurityHeaders(app: FastifyInstance, issuer: string): void {
   // Browsers ignore the header over http (RFC 6797 §8.1); sending it there would only mislead.

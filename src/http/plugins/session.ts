@@ -15,11 +15,11 @@ declare module 'fastify' {
  * and Path=/, so a sibling subdomain cannot plant a session id on us, nor an anonymous nonce
  * whose form token it learnt by visiting us itself (the weak spot of double submit).
  */
-export function sessionCookieName(config: Config): string {
+function sessionCookieName(config: Config): string {
   return config.secureCookies ? '__Host-da_session' : 'da_session';
 }
 
-export function anonymousCookieName(config: Config): string {
+function anonymousCookieName(config: Config): string {
   return config.secureCookies ? '__Host-da_anon' : 'da_anon';
 }
 

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Deps } from '../../deps.js';
 
 /** One warning per this many milliseconds at most; /readyz reports the problem while it was seen this recently. */
-export const UNTRUSTED_FORWARDING_INTERVAL_MS = 10 * 60 * 1000;
+const UNTRUSTED_FORWARDING_INTERVAL_MS = 10 * 60 * 1000;
 
 /** What /readyz says of forwarded requests from a peer TRUST_PROXY does not name (issue 27 §2). */
 export interface UntrustedForwardingDetail {
@@ -28,8 +28,7 @@ const MESSAGE =
  * A forwarded request from an untrusted peer is one whose address fastify did not take from the
  * header: request.ip is still the socket's peer.
  */
-export function registerUntrustedForwardingWatch(app: FastifyInstance, deps: Pick<Deps, 'clock' | 'log'>): ForwardingWatch {
-  let lastSeen: { peer: string; at: number } | null = null;
+export function registerUntrustedForwardingWatch(app: FastifyInstance, deps: Pick<Deps, 'clock' | 'log' | 'forwardingSightings'>): ForwardingWatch {
   let lastWarned = Number.NEGATIVE_INFINITY;
   // Synchronous: it runs on every request, and an async hook costs a promise each time.
   app.addHook('onRequest', (request, _reply, done) => {
@@ -37,17 +36,18 @@ export function registerUntrustedForwardingWatch(app: FastifyInstance, deps: Pic
     const peer = request.socket.remoteAddress;
     if (peer === undefined || request.ip !== peer) return done();
     const at = deps.clock.now().getTime();
-    lastSeen = { peer, at };
+    deps.forwardingSightings.record(peer, at);
     if (at - lastWarned >= UNTRUSTED_FORWARDING_INTERVAL_MS) {
       lastWarned = at;
       deps.log.warn({ peer }, MESSAGE);
     }
     done();
   });
-  return {
-    detail() {
-      if (lastSeen === null || deps.clock.now().getTime() - lastSeen.at > UNTRUSTED_FORWARDING_INTERVAL_MS) return null;
-      return { peer: lastSeen.peer, last_seen: new Date(lastSeen.at).toISOString(), message: MESSAGE };
-    },
-  };
+  return { detail: () => untrustedForwardingDetail(deps) };
+}
+
+/** The latest forwarded request from an untrusted peer within the interval, or null. */
+export function untrustedForwardingDetail(deps: Pick<Deps, 'clock' | 'forwardingSightings'>): UntrustedForwardingDetail | null {
+  const seen = deps.forwardingSightings.latest(deps.clock.now().getTime(), UNTRUSTED_FORWARDING_INTERVAL_MS);
+  return seen === null ? null : { peer: seen.peer, last_seen: new Date(seen.at).toISOString(), message: MESSAGE };
 }

@@ -1,15 +1,27 @@
-import type { SignedInUser } from '../../accounts/sessions.js';
 import type { Deps } from '../../deps.js';
 import { addSeconds } from '../../lib/clock.js';
 import { insertAuthorizationCode } from '../../repositories/authorization-codes.js';
 import { findConsent, rememberConsent } from '../../repositories/consents.js';
-import { mintOpaque, TOKEN_PREFIX } from '../tokens.js';
+import { mintOpaque, TOKEN_PREFIX } from '../opaque-tokens.js';
 import { authorizeQueryString, redirectWith, type AuthorizationRequest, type AuthorizeErrorCode } from './request.js';
 
 /** OAuth 2.1 §4.1.2: a code lives minutes at most; the service description says 5. */
-export const AUTHORIZATION_CODE_TTL_SECONDS = 300;
+const AUTHORIZATION_CODE_TTL_SECONDS = 300;
 
 export const AUTHORIZE_PATH = '/oauth/authorize';
+
+/**
+ * Who is signed in, as far as an authorization decision needs to know: whose code it is and when
+ * they proved it (auth_time). The browser session (accounts/sessions.ts AuthenticatedUser) is one; the
+ * protocol names only what it reads, so it never imports the user's side.
+ */
+export interface AuthenticatedUser {
+  userId: string;
+  authTime: Date;
+}
+
+/** What the decision reads of the dependencies. */
+type DecisionDeps = Pick<Deps, 'db' | 'clock' | 'config' | 'metrics' | 'geo'>;
 
 export type AuthorizeOutcome =
   /** To the app's registered redirect URI: a code, or an error. */
@@ -20,7 +32,12 @@ export type AuthorizeOutcome =
   | { kind: 'consent'; shared: string[] };
 
 /** An error for the app, with state and iss (RFC 9207), at the redirect URI it registered. */
-export function errorRedirect(deps: Deps, request: Pick<AuthorizationRequest, 'redirectUri' | 'state'>, error: AuthorizeErrorCode, description: string): AuthorizeOutcome {
+export function errorRedirect(
+  deps: DecisionDeps,
+  request: Pick<AuthorizationRequest, 'redirectUri' | 'state'>,
+  error: AuthorizeErrorCode,
+  description: string,
+): AuthorizeOutcome {
   deps.metrics.authorizationResponses.inc({ outcome: error });
   return {
     kind: 'redirect',
@@ -33,7 +50,13 @@ export function errorRedirect(deps: Deps, request: Pick<AuthorizationRequest, 'r
  * an auth_time older than max_age, or nobody), consent (prompt=consent, or scopes not yet agreed
  * to), or nothing, in which case the code goes straight back. prompt=none never shows a page.
  */
-export async function decideAuthorization(deps: Deps, request: AuthorizationRequest, user: SignedInUser | null): Promise<AuthorizeOutcome> {
+/** `browserIp`: where the user is, kept with the code and then on its grant as where it signed in (issue 31 §1). */
+export async function decideAuthorization(
+  deps: DecisionDeps,
+  request: AuthorizationRequest,
+  user: AuthenticatedUser | null,
+  browserIp: string,
+): Promise<AuthorizeOutcome> {
   const silent = request.prompt.has('none');
   if (!user) {
     if (silent) return errorRedirect(deps, request, 'login_required', 'nobody is signed in');
@@ -51,22 +74,27 @@ export async function decideAuthorization(deps: Deps, request: AuthorizationRequ
   const consent = await findConsent(deps.db, user.userId, request.client.clientId);
   const shared = consent?.scopes ?? [];
   const agreed = consent !== undefined && request.scopes.every((scope) => shared.includes(scope));
-  if (agreed && !request.prompt.has('consent')) return issueCode(deps, request, user);
+  if (agreed && !request.prompt.has('consent')) return issueCode(deps, request, user, browserIp);
   if (silent) return errorRedirect(deps, request, 'consent_required', 'the user has not agreed to share these scopes with this app');
   return { kind: 'consent', shared };
 }
 
 /** The user agreed on the consent page: remembered for this app and these scopes, and a code goes back. */
-export async function approveAuthorization(deps: Deps, request: AuthorizationRequest, user: SignedInUser): Promise<AuthorizeOutcome> {
+export async function approveAuthorization(
+  deps: DecisionDeps,
+  request: AuthorizationRequest,
+  user: AuthenticatedUser,
+  browserIp: string,
+): Promise<AuthorizeOutcome> {
   await rememberConsent(deps.db, user.userId, request.client.clientId, request.scopes, deps.clock.now());
-  return issueCode(deps, request, user);
+  return issueCode(deps, request, user, browserIp);
 }
 
 /**
  * OAuth 2.1 §4.1.2: an opaque code of 256 random bits, stored as its SHA-256 hash, bound to the
  * app, the redirect URI and the PKCE challenge, for AUTHORIZATION_CODE_TTL_SECONDS.
  */
-async function issueCode(deps: Deps, request: AuthorizationRequest, user: SignedInUser): Promise<AuthorizeOutcome> {
+async function issueCode(deps: DecisionDeps, request: AuthorizationRequest, user: AuthenticatedUser, browserIp: string): Promise<AuthorizeOutcome> {
   const now = deps.clock.now();
   const code = mintOpaque(TOKEN_PREFIX.authorizationCode);
   await insertAuthorizationCode(deps.db, {
@@ -79,6 +107,8 @@ async function issueCode(deps: Deps, request: AuthorizationRequest, user: Signed
     nonce: request.nonce,
     dpop_jkt: request.dpopJkt,
     auth_time: user.authTime,
+    // Located, hence canonical and bounded: what a proxy forwarded never reaches the table as it came.
+    signed_in_ip: deps.geo.locate(browserIp).address.slice(0, 64),
     created_at: now,
     expires_at: addSeconds(now, AUTHORIZATION_CODE_TTL_SECONDS),
   });

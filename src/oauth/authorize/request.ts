@@ -1,10 +1,10 @@
-import { publicView, type Client, type ClientDirectory } from '../client-auth.js';
+import { publicView, type Client, type ClientLookup } from '../client-auth.js';
 import type { MessageKey } from '../../i18n/catalogues.js';
 import { storedText } from '../../lib/stored-text.js';
 import { AUTHORIZATION_CODE_GRANT } from '../metadata.js';
 import { JKT_SYNTAX } from '../dpop.js';
 import { S256_CHALLENGE } from '../pkce.js';
-import { parseScope } from '../scopes.js';
+import { parseScope, userScopes } from '../scopes.js';
 
 /** The authorization request's parameters as they arrived (query or form); anything else is ignored. */
 export interface AuthorizeParameters {
@@ -24,7 +24,7 @@ export interface AuthorizeParameters {
 }
 
 /** The parameters an authorization request is made of, in the order they are written back. */
-export const AUTHORIZE_PARAMETER_NAMES = [
+const AUTHORIZE_PARAMETER_NAMES = [
   'response_type',
   'client_id',
   'redirect_uri',
@@ -40,7 +40,7 @@ export const AUTHORIZE_PARAMETER_NAMES = [
 
 /** Bounds on what comes back in a redirect or an ID token: ample for any real client's values. */
 export const MAX_STATE_LENGTH = 512;
-export const MAX_NONCE_LENGTH = 256;
+const MAX_NONCE_LENGTH = 256;
 
 export type Prompt = 'none' | 'login' | 'consent';
 
@@ -101,7 +101,7 @@ const MAX_AGE = /^(0|[1-9][0-9]{0,8})$/;
  * make this server an open redirector (RFC 9700 §4.11). The redirect URI must equal a registered
  * one exactly, character for character. Every later problem goes back to the app.
  */
-export async function checkAuthorizationRequest(clients: ClientDirectory, parameters: AuthorizeParameters): Promise<CheckedRequest> {
+export async function checkAuthorizationRequest(clients: ClientLookup, parameters: AuthorizeParameters): Promise<CheckedRequest> {
   // find() refuses a client_id that is not printable ASCII without a query.
   const found = parameters.client_id === undefined ? null : await clients.find(parameters.client_id);
   if (!found || found.disabled) return { kind: 'shown_error', messageKey: 'authorize.unknown_app' };
@@ -127,8 +127,10 @@ export async function checkAuthorizationRequest(clients: ClientDirectory, parame
 
   const requested = parseScope(parameters.scope) ?? [];
   // An app's allowed scopes are among those this server supports (its registration says so).
-  if (requested.some((scope) => !found.allowedScopes.includes(scope))) return refuse('invalid_scope', 'a requested scope is not allowed for this app');
-  const scopes = requested.length > 0 ? requested : [...found.allowedScopes];
+  // An app's own scopes (ssf.*) are never a user's to grant.
+  const allowed = userScopes(found.allowedScopes);
+  if (requested.some((scope) => !allowed.includes(scope))) return refuse('invalid_scope', 'a requested scope is not allowed for this app');
+  const scopes = requested.length > 0 ? requested : allowed;
 
   let nonce: string | null = null;
   if (parameters.nonce !== undefined) {

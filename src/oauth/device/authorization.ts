@@ -3,11 +3,13 @@ import { addSeconds } from '../../lib/clock.js';
 import { insertDeviceRequest } from '../../repositories/device-requests.js';
 import { refuseIfDisabled, requireGrantType, type Client } from '../client-auth.js';
 import { DEVICE_CODE_GRANT, endpoints } from '../metadata.js';
-import { grantableScopes } from '../scopes.js';
-import { mintOpaque, TOKEN_PREFIX } from '../tokens.js';
+import { grantableScopes, userScopes } from '../scopes.js';
+import { mintOpaque, TOKEN_PREFIX } from '../opaque-tokens.js';
 import { generatePhraseChoices } from './phrases.js';
 import { validatePlatformIcon, validatePlatformText } from './platform-text.js';
 import { generateUserCode, userCodeHmac } from './user-code.js';
+import { judgeDeviceRequest, type DevicePolicy } from './policy.js';
+import type { Geo } from '../../geo/locate.js';
 
 /** Where a request came from: kept with the request, shown to the user who is asked to approve it. */
 export interface RequestOrigin {
@@ -19,8 +21,11 @@ export interface RequestOrigin {
 export const USER_AGENT_MAX = 256;
 
 /** A header value as stored: control characters (never shown) dropped, bounded. */
-export function storedUserAgent(header: string | undefined): string | null {
-  const text = header?.replace(/[\u0000-\u001f\u007f-\u009f]/g, '').trim().slice(0, USER_AGENT_MAX);
+function storedUserAgent(header: string | undefined): string | null {
+  const text = header
+    ?.replace(/[\u0000-\u001f\u007f-\u009f]/g, '')
+    .trim()
+    .slice(0, USER_AGENT_MAX);
   return text ? text : null;
 }
 
@@ -29,11 +34,12 @@ export interface DeviceAuthorizationInput {
   platform_name?: string | undefined;
   platform_description?: string | undefined;
   platform_icon?: string | undefined;
-  /**
-   * The key of the request's DPoP proof, if it carried one: every poll must then prove it
-   * (draft-parecki-oauth-dpop-device-flow).
-   */
-  dpopJkt: string | null;
+}
+
+/** A device authorization request that passed checkDeviceAuthorization: what is stored of it. */
+export interface CheckedDeviceAuthorization {
+  scopes: string[];
+  platform: { platform_name: string | null; platform_description: string | null; platform_icon: string | null };
 }
 
 /** RFC 8628 §3.2: the answer to an app whose devices show no confirmation phrase. */
@@ -59,13 +65,25 @@ const USER_CODE_ATTEMPTS = 5;
 
 /**
  * Whatever refuses a device authorization request for what it is (the app's grant types, its
- * scopes, the platform fields), without the database: the route checks it before counting the
- * request against the app's budget, so that a request refused anyway never uses that budget.
+ * scopes, the platform fields) or where it comes from (the operator's device policy), without the
+ * database: the route checks it before counting the request against the app's budget, so that a
+ * request refused anyway never uses that budget.
  */
-export function checkDeviceAuthorization(client: Client, input: Omit<DeviceAuthorizationInput, 'dpopJkt'>) {
+export function checkDeviceAuthorization(
+  client: Client,
+  input: DeviceAuthorizationInput,
+  policy: DevicePolicy,
+  origin: { geo: Geo; ip: string },
+): CheckedDeviceAuthorization {
   // RFC 8628 §3.2 answers with RFC 6749 §5.2's errors: an app not registered for the grant is unauthorized_client.
   requireGrantType(client, DEVICE_CODE_GRANT);
-  const scopes = grantableScopes(input.scope, client.allowedScopes);
+  // An app's own scopes (ssf.*) are never a user's to grant.
+  const registered = grantableScopes(input.scope, userScopes(client.allowedScopes));
+  const scopes = judgeDeviceRequest(policy, origin.geo, {
+    ip: origin.ip,
+    scopes: registered,
+    scopeRequested: input.scope !== undefined && input.scope.length > 0,
+  });
   const platform = {
     platform_name: validatePlatformText('platform_name', input.platform_name),
     platform_description: validatePlatformText('platform_description', input.platform_description),
@@ -74,13 +92,19 @@ export function checkDeviceAuthorization(client: Client, input: Omit<DeviceAutho
   return { scopes, platform };
 }
 
+/**
+ * RFC 8628 §3.1 / §3.2: issues a device code and a user code for a request that passed
+ * checkDeviceAuthorization (checked once, by the endpoint's steps, before the app's budget).
+ * `dpopJkt` is the key of the request's DPoP proof, if it carried one: every poll must then prove
+ * it (draft-parecki-oauth-dpop-device-flow).
+ */
 export async function requestDeviceAuthorization(
   deps: Deps,
   client: Client,
-  input: DeviceAuthorizationInput,
+  { scopes, platform }: CheckedDeviceAuthorization,
+  dpopJkt: string | null,
   origin: RequestOrigin,
 ): Promise<DeviceAuthorizationResponse | StandardDeviceAuthorizationResponse> {
-  const { scopes, platform } = checkDeviceAuthorization(client, input);
   const { config, clock } = deps;
   const deviceCode = mintOpaque(TOKEN_PREFIX.deviceCode);
   const { phrase, choices } = client.confirmationPhrase ? generatePhraseChoices() : { phrase: null, choices: null };
@@ -101,7 +125,7 @@ export async function requestDeviceAuthorization(
       expires_at: addSeconds(now, config.deviceCodeTtl),
       requester_ip: origin.ip,
       requester_user_agent: storedUserAgent(origin.userAgent),
-      dpop_jkt: input.dpopJkt,
+      dpop_jkt: dpopJkt,
     });
     if (requestId === undefined) {
       // Disabled since it was identified, or the user code is taken: only the first needs a look.
@@ -125,4 +149,3 @@ export async function requestDeviceAuthorization(
   }
   throw new Error('could not allocate a unique user code');
 }
-

@@ -1,27 +1,13 @@
-import { lookup } from 'node:dns/promises';
 import { request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
 import { rootCertificates } from 'node:tls';
-import { isPublicAddress, type AddressRule } from '../../lib/public-address.js';
+import { abortOnSignal, bareHostname, type HostResolver, publicAddressOf, type ResolvedAddress } from '../../lib/outbound-address.js';
+import type { AddressRule } from '../../lib/public-address.js';
 
 /** Issue 20 §4: what the server agrees to fetch for a device it knows nothing about. */
 export const ICON_MAX_BYTES = 64 * 1024;
-export const ICON_FETCH_TIMEOUT_MS = 2000;
-export const ICON_MAX_REDIRECTS = 3;
-
-export interface ResolvedAddress {
-  address: string;
-  family: number;
-}
-
-/** Every address a host name stands for; an IP literal stands for itself. */
-export type HostResolver = (hostname: string) => Promise<ResolvedAddress[]>;
-
-export const resolveWithSystem: HostResolver = async (hostname) => {
-  const family = isIP(hostname);
-  if (family !== 0) return [{ address: hostname, family }];
-  return lookup(hostname, { all: true, verbatim: true });
-};
+const ICON_FETCH_TIMEOUT_MS = 2000;
+const ICON_MAX_REDIRECTS = 3;
 
 /**
  * Raster formats only: an SVG is a document that can carry script and links, and would be one
@@ -43,7 +29,7 @@ const DECLARED_TYPES: Record<string, IconContentType> = {
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
 /** What the bytes are, by their magic numbers, whatever the header says. */
-export function sniffIconType(bytes: Buffer): IconContentType | null {
+function sniffIconType(bytes: Buffer): IconContentType | null {
   const ascii = (from: number, to: number) => bytes.subarray(from, to).toString('latin1');
   if (bytes.subarray(0, 8).equals(PNG_SIGNATURE)) return 'image/png';
   if (bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) return 'image/jpeg';
@@ -95,16 +81,6 @@ class Refused extends Error {
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 const ACCEPT = Object.keys(DECLARED_TYPES).join(', ');
 
-/** Settles with `promise`, or rejects as soon as `signal` aborts (a DNS lookup cannot be cancelled). */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
-}
-
 /**
  * The one address this hop connects to, after every address the name stands for proved public.
  * The connection then goes to that address, never to the name again: a second lookup could be
@@ -113,24 +89,15 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
 async function checkedAddress(url: URL, options: IconFetchOptions, signal: AbortSignal): Promise<ResolvedAddress> {
   if (url.protocol !== 'https:') throw new Refused('not_https');
   if (url.username !== '' || url.password !== '') throw new Refused('credentials');
-  const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
-  let addresses: ResolvedAddress[];
-  try {
-    addresses = await untilAborted(options.resolve(hostname), signal);
-  } catch (error) {
-    if (signal.aborted) throw error;
-    throw new Refused('not_resolved');
-  }
-  const first = addresses[0];
-  if (!first) throw new Refused('not_resolved');
-  if (!addresses.every(({ address }) => isPublicAddress(address, options.addressRule))) throw new Refused('not_public');
-  return first;
+  const checked = await publicAddressOf(bareHostname(url), options.resolve, options.addressRule, signal);
+  if (typeof checked === 'string') throw new Refused(checked);
+  return checked;
 }
 
 type Hop = { kind: 'redirect'; location: URL } | { kind: 'image'; contentType: IconContentType; bytes: Buffer };
 
 function fetchHop(url: URL, to: ResolvedAddress, options: IconFetchOptions, signal: AbortSignal): Promise<Hop> {
-  const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  const hostname = bareHostname(url);
   return new Promise<Hop>((resolve, reject) => {
     const request = httpsRequest(
       {
@@ -186,13 +153,7 @@ function fetchHop(url: URL, to: ResolvedAddress, options: IconFetchOptions, sign
         response.on('error', reject);
       },
     );
-    const onAbort = () => {
-      request.destroy();
-      reject(signal.reason);
-    };
-    if (signal.aborted) return onAbort();
-    signal.addEventListener('abort', onAbort, { once: true });
-    request.on('close', () => signal.removeEventListener('abort', onAbort));
+    if (abortOnSignal(request, signal, reject)) return;
     request.on('error', reject);
     request.end();
   });

@@ -1,9 +1,9 @@
 import { pick, shuffle } from '../../lib/random.js';
 import { ADJECTIVES, NOUNS } from './words.js';
 
-export const PHRASE_CHOICES = 3;
+const PHRASE_CHOICES = 3;
 
-export function generatePhrase(): string {
+function generatePhrase(): string {
   return pick(ADJECTIVES) + pick(NOUNS);
 }
 

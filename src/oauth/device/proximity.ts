@@ -10,8 +10,6 @@ import { parseAddress, sharePrefix } from '../../geo/ip-address.js';
  * raised, and a shared AS is only ever named, never taken for proximity.
  */
 export type ProximitySignal = 'country_mismatch' | 'hosting_network' | 'relay_network' | 'unknown_location' | 'redeemer_mismatch';
-/** The signals the approval page judges; the redeeming poll also judges redeemer_mismatch. */
-export const REQUEST_SIGNALS = ['country_mismatch', 'hosting_network', 'relay_network', 'unknown_location'] as const satisfies readonly ProximitySignal[];
 
 /** allow: nothing shown; warn: the warning; confirm: the warning and one more explicit step; deny: refused. */
 export type PolicyAction = 'allow' | 'warn' | 'confirm' | 'deny';
@@ -77,7 +75,7 @@ function located(place: SideContext): boolean {
 }
 
 /** The same public address, or the same IPv6 prefix of `ipv6Prefix` bits. */
-export function sameAddress(a: SideContext, b: SideContext, ipv6Prefix: number): boolean {
+function sameAddress(a: SideContext, b: SideContext, ipv6Prefix: number): boolean {
   if (a.kind !== 'public' || b.kind !== 'public') return false;
   const first = parseAddress(a.address);
   const second = parseAddress(b.address);
@@ -130,6 +128,9 @@ export function movedClass(geo: Geo, earlierIp: string | null, laterIp: string):
 /** What the redeeming poll's place came to: warn is recorded on the grant, deny refuses the request for good. */
 export interface RedeemerAssessment {
   redeemer: SideContext;
+  /** The request's two other places, located for the comparison (and kept on the grant as its origin). */
+  requester: SideContext;
+  approver: SideContext;
   signals: ProximitySignal[];
   /** confirm counts as warn here: at a poll there is nobody to confirm anything. */
   action: 'allow' | 'warn' | 'deny';
@@ -152,11 +153,12 @@ export function assessRedeemer(
   const requester = side(geo.locate(request.requesterIp ?? ''));
   const approver = side(geo.locate(request.approverIp ?? ''));
   const prefix = rules.sameNetworkIpv6Prefix;
-  if (sameAddress(redeemer, requester, prefix) || sameAddress(redeemer, approver, prefix)) return { redeemer, signals: [], action: 'allow' };
+  if (sameAddress(redeemer, requester, prefix) || sameAddress(redeemer, approver, prefix))
+    return { redeemer, requester, approver, signals: [], action: 'allow' };
   const signals = placeSignals(redeemer, approver, true);
   if (!sameClass(redeemer, requester)) signals.push('redeemer_mismatch');
   const action = strongest(signals, rules.proximityPolicy);
-  return { redeemer, signals, action: action === 'confirm' ? 'warn' : action };
+  return { redeemer, requester, approver, signals, action: action === 'confirm' ? 'warn' : action };
 }
 
 /**
@@ -164,11 +166,7 @@ export function assessRedeemer(
  * from a hosting network. The signals, or null when there is nothing to record: not a device-flow
  * grant, nothing raised, or the same class of place as the grant's previous use (recorded then).
  */
-export function refreshedElsewhere(
-  geo: Geo,
-  grant: { approverIp: string | null; previousIp: string | null },
-  ip: string,
-): ProximitySignal[] | null {
+export function refreshedElsewhere(geo: Geo, grant: { approverIp: string | null; previousIp: string | null }, ip: string): ProximitySignal[] | null {
   if (grant.approverIp === null) return null;
   const refresher = side(geo.locate(ip));
   const approver = side(geo.locate(grant.approverIp));

@@ -15,7 +15,7 @@ export function generateUserCode(): string {
 }
 
 /** XXXXXXXX -> XXXX-XXXX */
-export function formatUserCode(bare: string): string {
+function formatUserCode(bare: string): string {
   return `${bare.slice(0, 4)}-${bare.slice(4)}`;
 }
 

@@ -5,11 +5,12 @@ import { safeEqual } from '../../lib/random.js';
 import { iconPath } from './platform-icons.js';
 import { normaliseUserCode, requestHandle, userCodeHmac } from './user-code.js';
 import { assessProximity, type ProximityAssessment } from './proximity.js';
+import { countProximityOverrides, type DevicePolicy } from './policy.js';
 
 /** Which verification page the user is on: bots have their own (/activate/bot). */
 export type ActivationPage = 'device' | 'bot';
 
-export function activationPageFor(kind: ClientKind): ActivationPage {
+function activationPageFor(kind: ClientKind): ActivationPage {
   return kind === 'bot' ? 'bot' : 'device';
 }
 
@@ -56,8 +57,11 @@ async function findByUserCode(deps: Deps, userCode: string): Promise<FoundReques
   return row && row.client_disabled_at === null ? row : undefined;
 }
 
-/** What the user on `page` may do with the request a code names, seen from `approverIp`. */
-function classify(deps: Deps, row: FoundRequest, userCode: string, page: ActivationPage, approverIp: string): CodeLookup {
+/**
+ * What the user on `page` may do with the request a code names, seen from `approverIp`, under
+ * the device policy of the request's app (its proximity overrides, issue 31 §2).
+ */
+function classify(deps: Deps, row: FoundRequest, userCode: string, page: ActivationPage, approverIp: string, policy: DevicePolicy): CodeLookup {
   if (row.status === 'denied') return row.denied_reason === 'wrong_phrase' ? { kind: 'cancelled' } : { kind: 'denied' };
   if (row.status !== 'pending') return { kind: 'already_used' };
   if (row.expires_at <= deps.clock.now()) return { kind: 'expired' };
@@ -77,7 +81,7 @@ function classify(deps: Deps, row: FoundRequest, userCode: string, page: Activat
       phraseChoices: row.phrase_choices,
       expiresAt: row.expires_at,
       requestedAt: row.created_at,
-      proximity: assessProximity(deps.geo, row.requester_ip, approverIp, deps.config),
+      proximity: assessProximity(deps.geo, row.requester_ip, approverIp, policy.proximity),
     },
   };
 }
@@ -88,28 +92,41 @@ export async function lookUpUserCode(deps: Deps, typed: string, page: Activation
   if (!userCode) return { kind: 'malformed' };
   const row = await findByUserCode(deps, userCode);
   if (!row) return { kind: 'unknown' };
-  const lookup = classify(deps, row, userCode, page, approver.ip);
+  const policy = deps.devicePolicies.resolve(row.client_id);
+  const lookup = classify(deps, row, userCode, page, approver.ip, policy);
   if (lookup.kind === 'pending' && lookup.request.proximity.action === 'deny') {
     // Refused before the user could approve it: the device hears access_denied.
-    await refuseByPolicy(deps, row.request_id, approver.userId, lookup.request.proximity);
+    await refuseByPolicy(deps, row.request_id, approver, lookup.request.proximity, policy);
     return { kind: 'refused_by_policy', proximity: lookup.request.proximity };
   }
   return lookup;
 }
 
-/** What a decision records of its context: both sides' places and the warnings shown. */
-function decisionContext(proximity: ProximityAssessment): string {
+/**
+ * What a decision records of its context: both sides' places, the warnings shown, and whether the
+ * user ticked "in front of me" (issue 31 §1: kept on the grant as its decision).
+ */
+function decisionContext(proximity: ProximityAssessment, confirmed = false): string {
   const { requester, approver, sameNetwork, sameProvider, signals, action } = proximity;
-  return JSON.stringify({ requester, approver, same_network: sameNetwork, same_provider: sameProvider, signals, action });
+  return JSON.stringify({ requester, approver, same_network: sameNetwork, same_provider: sameProvider, signals, action, confirmed });
 }
 
 function countDecision(deps: Deps, decision: string, proximity: ProximityAssessment): void {
   for (const signal of proximity.signals.length > 0 ? proximity.signals : ['none']) deps.metrics.proximityDecisions.inc({ decision, signal });
 }
 
-async function refuseByPolicy(deps: Deps, requestId: string, userId: string, proximity: ProximityAssessment): Promise<void> {
-  const refused = await denyDeviceRequest(deps.db, requestId, { userId, reason: 'policy', context: decisionContext(proximity) }, deps.clock.now());
-  if (refused) countDecision(deps, 'refused_by_policy', proximity);
+async function refuseByPolicy(
+  deps: Deps,
+  requestId: string,
+  approver: { userId: string; ip: string },
+  proximity: ProximityAssessment,
+  policy: DevicePolicy,
+): Promise<void> {
+  const denial = { userId: approver.userId, reason: 'policy' as const, context: decisionContext(proximity), ip: approver.ip };
+  const refused = await denyDeviceRequest(deps.db, requestId, denial, deps.clock.now());
+  if (!refused) return;
+  countDecision(deps, 'refused_by_policy', proximity);
+  countProximityOverrides(policy, proximity.signals);
 }
 
 export type Decision = 'approved' | 'cancelled_wrong_phrase' | 'denied' | 'already_decided';
@@ -134,8 +151,8 @@ export async function approveWithPhrase(
   return 'already_decided';
 }
 
-export async function denyRequest(deps: Deps, requestId: string, userId: string, context: string | null = null): Promise<Decision> {
-  return (await denyDeviceRequest(deps.db, requestId, { userId, reason: 'user_denied', context }, deps.clock.now())) ? 'denied' : 'already_decided';
+export async function denyRequest(deps: Deps, requestId: string, userId: string, context: string | null = null, ip: string | null = null): Promise<Decision> {
+  return (await denyDeviceRequest(deps.db, requestId, { userId, reason: 'user_denied', context, ip }, deps.clock.now())) ? 'denied' : 'already_decided';
 }
 
 export type RefusedCode = Exclude<CodeLookup, { kind: 'pending' }>;
@@ -176,7 +193,8 @@ export async function decideShownRequest(
   if (!row || !safeEqual(requestHandle(deps.secrets.userCodeKey, row.request_id), shown.handle)) {
     return { kind: 'refused', refusal: { kind: 'unknown' } };
   }
-  const lookup = classify(deps, row, userCode, page, approverIp);
+  const policy = deps.devicePolicies.resolve(row.client_id);
+  const lookup = classify(deps, row, userCode, page, approverIp, policy);
   // Only someone shown this request's approval page knows its handle: a second tab, history.
   if (lookup.kind === 'already_used' || lookup.kind === 'cancelled' || lookup.kind === 'denied') {
     return { kind: 'decided', decision: 'already_decided', appName: row.client_name };
@@ -184,22 +202,24 @@ export async function decideShownRequest(
   if (lookup.kind !== 'pending') return { kind: 'refused', refusal: lookup };
   const { proximity } = lookup.request;
   if (proximity.action === 'deny') {
-    await refuseByPolicy(deps, row.request_id, user.userId, proximity);
+    await refuseByPolicy(deps, row.request_id, { userId: user.userId, ip: approverIp }, proximity, policy);
     return { kind: 'refused', refusal: { kind: 'refused_by_policy', proximity } };
   }
   if (choice.action === 'approve' && proximity.action === 'confirm' && !choice.inFrontOfMe) {
     return { kind: 'needs_confirmation', request: lookup.request };
   }
   if (choice.action === 'approve' && row.phrase !== null && choice.phrase === null) return { kind: 'needs_phrase' };
-  const context = decisionContext(proximity);
+  const context = decisionContext(proximity, choice.action === 'approve' && choice.inFrontOfMe);
   const decision =
     choice.action === 'approve'
       ? // A phrase sent for a request whose device shows none is no pick: the user confirmed the code.
         await approveWithPhrase(deps, row.request_id, user, row.phrase === null ? null : choice.phrase, context, approverIp)
-      : await denyRequest(deps, row.request_id, user.userId, context);
+      : await denyRequest(deps, row.request_id, user.userId, context, approverIp);
   if (decision !== 'already_decided') {
     deps.metrics.verificationDecisions.inc({ decision });
     countDecision(deps, decision, proximity);
   }
+  // A report-only override that would deny a signal raised here: this approval is what it would have refused.
+  if (decision === 'approved') countProximityOverrides(policy, proximity.signals);
   return { kind: 'decided', decision, appName: row.client_name };
 }

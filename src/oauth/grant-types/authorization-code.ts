@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import {
+  findAuthorizationCodeOfApp,
   findRedeemedAuthorizationCode,
   redeemAuthorizationCode,
   setAuthorizationCodeGrant,
@@ -9,11 +10,14 @@ import { lockUserForIssuance } from '../../repositories/users.js';
 import { refuseIfDisabled, type Client } from '../client-auth.js';
 import { invalidGrant } from '../errors.js';
 import { revokeAndCountGrants } from '../grant-revocation.js';
+import { placeOrigin } from '../grant-origin.js';
 import { issueNewGrant, receivesRefreshTokens } from '../issuance.js';
 import { AUTHORIZATION_CODE_GRANT } from '../metadata.js';
 import { challengeOfVerifier } from '../pkce.js';
 import type { TokenResponse } from '../token-response.js';
-import { hashOpaque, TOKEN_PREFIX } from '../tokens.js';
+import { hashOpaque } from '../opaque-tokens.js';
+import { keyProven } from './key-binding.js';
+import { codeMisfit, couldBeOurCode, REFUSED } from './authorization-code.rules.js';
 import type { GrantContext } from './types.js';
 
 export const grantType = AUTHORIZATION_CODE_GRANT;
@@ -23,14 +27,6 @@ export const parameters = z.object({
   redirect_uri: z.string().optional(),
   code_verifier: z.string().optional(),
 });
-
-/**
- * One answer for every code that does not give tokens (unknown, another app's, expired, used,
- * a wrong redirect_uri or PKCE verifier): which of them it was would only help whoever holds a
- * code that is not theirs.
- */
-const REFUSED =
-  'the authorization code is invalid, expired or already used, or the redirect_uri, code_verifier or DPoP key does not match it';
 
 type Redemption = { kind: 'issued'; response: TokenResponse } | { kind: 'refused' } | { kind: 'replayed'; grantId: string | null };
 
@@ -46,7 +42,7 @@ type Redemption = { kind: 'issued'; response: TokenResponse } | { kind: 'refused
  * row until that transaction ends, so it always finds the grant to revoke.
  */
 export async function handle(deps: Deps, client: Client, form: z.output<typeof parameters>, context: GrantContext): Promise<TokenResponse> {
-  if (!form.code.startsWith(TOKEN_PREFIX.authorizationCode) || form.code.length > 256) {
+  if (!couldBeOurCode(form.code)) {
     await refuseIfDisabled(deps.clients, client);
     throw invalidGrant(REFUSED);
   }
@@ -57,6 +53,23 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     throw invalidGrant(REFUSED);
   }
   const codeHash = hashOpaque(form.code);
+  // Issue 28 §2: a proof is recorded as used once the code was found, the app's with its verifier
+  // and of the proof's key if bound, and before the code is redeemed. Of concurrent redemptions
+  // with one proof, the one that records it is the only one that can go on: a redemption that
+  // waited for the first one's commit finds the proof used and cannot take the replay path, which
+  // would revoke what the first one issued. A bound code with another key keeps its proof unspent.
+  let proofSpent = false;
+  if (context.dpopJkt !== null) {
+    const held = await findAuthorizationCodeOfApp(deps.db, codeHash, client.clientId, codeChallenge);
+    if (!held) {
+      await refuseIfDisabled(deps.clients, client);
+      throw invalidGrant(REFUSED);
+    }
+    if (keyProven(held.dpop_jkt, context.dpopJkt)) {
+      await context.spendProof();
+      proofSpent = true;
+    }
+  }
   const now = deps.clock.now();
   const redemption = await deps.db.transaction().execute(async (trx): Promise<Redemption> => {
     const code = await redeemAuthorizationCode(trx, codeHash, client.clientId, codeChallenge, now);
@@ -64,11 +77,8 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       const spent = await findRedeemedAuthorizationCode(trx, codeHash, client.clientId, codeChallenge);
       return spent ? { kind: 'replayed', grantId: spent.grant_id } : { kind: 'refused' };
     }
-    if (code.expires_at.getTime() <= now.getTime()) return { kind: 'refused' };
-    // OAuth 2.1 §4.1.3: the redirect_uri, if the request had one (ours always do), exactly as sent.
-    if (form.redirect_uri !== code.redirect_uri) return { kind: 'refused' };
-    // RFC 9449 §10: a code requested with dpop_jkt is redeemed only with a proof of that key.
-    if (code.dpop_jkt !== null && code.dpop_jkt !== context.dpopJkt) return { kind: 'refused' };
+    // Expired, another redirect_uri, a bound code without its key: spent all the same.
+    if (codeMisfit(code, { redirectUri: form.redirect_uri, dpopJkt: context.dpopJkt, now }) !== null) return { kind: 'refused' };
     const user = await lockUserForIssuance(trx, code.user_id);
     if (!user || user.banned_at !== null) return { kind: 'refused' };
     const issued = await issueNewGrant(trx, deps, {
@@ -80,6 +90,16 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
       // Web apps get a refresh token only when the user agreed to offline_access (OIDC Core §11).
       withRefreshToken: receivesRefreshTokens(client) && code.scopes.includes('offline_access'),
       device: null,
+      // Issue 31 §1: where the user signed in and agreed (the code was issued then), located in memory.
+      origin: {
+        approvedAt: code.created_at,
+        requester: code.signed_in_ip === null ? null : placeOrigin(deps.geo.locate(code.signed_in_ip)),
+        approver: null,
+        redeemer: null,
+        approvalSignals: null,
+        decision: null,
+        confirmed: null,
+      },
       issuedBy: { reason: 'authorization_code', ip: context.ip, details: null },
       // The code's key if it had one (the proof matched it), else the proof's: RFC 9449 §5.
       dpopJkt: context.dpopJkt,
@@ -89,18 +109,10 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     return { kind: 'issued', response: issued.response };
   });
 
-  // Issue 28 §2: the proof is recorded as used only once the code was found, the app's with its
-  // verifier (and of the proof's key if bound), after the transaction (the store may not write in
-  // one). A second redemption with the same proof waits on the code's row and looks the code up
-  // before it can try to spend the proof, so the first one records it first; were it ever the
-  // other way, the replay revokes and the first answers invalid_dpop_proof: never two answers with tokens.
-  if (redemption.kind === 'issued') {
-    await context.spendProof();
-    return redemption.response;
-  }
+  if (redemption.kind === 'issued') return redemption.response;
   if (redemption.kind === 'replayed' && redemption.grantId !== null) {
     // Before the revocation: a replayed proof revokes nothing.
-    await context.spendProof();
+    if (!proofSpent) await context.spendProof();
     await revokeAndCountGrants(deps, { grantId: redemption.grantId }, 'code_replayed', context.ip);
   }
   // Only on the way out: a disabled app redeems nothing (the redeeming statement checks it) and is told why.

@@ -4,19 +4,21 @@ import { lockUserForIssuance } from '../../repositories/users.js';
 import {
   denyApprovedForRedeemer,
   denyRedeemedForBannedUser,
+  devicePollRecorder,
   isDeviceRequestBound,
-  recordDevicePoll,
   redeemApprovedRequest,
   setDeviceRequestGrant,
 } from '../../repositories/device-requests.js';
-import { DISABLED_APP, refuseIfDisabled, type Client } from '../client-auth.js';
-import { keyNotProven } from '../dpop.js';
-import { accessDenied, authorizationPending, expiredToken, invalidClient, invalidGrant, slowDown } from '../errors.js';
+import { refuseIfDisabled, type Client } from '../client-auth.js';
+import { accessDenied, invalidGrant } from '../errors.js';
+import { approvalOf, placeOrigin } from '../grant-origin.js';
 import { issueNewGrant, receivesRefreshTokens } from '../issuance.js';
 import { DEVICE_CODE_GRANT } from '../metadata.js';
 import type { TokenResponse } from '../token-response.js';
-import { hashOpaque } from '../tokens.js';
+import { hashOpaque } from '../opaque-tokens.js';
 import { assessRedeemer } from '../device/proximity.js';
+import { ALREADY_USED, DENIAL_TEXT, judgePoll, pollRules, POLL_WITHOUT_KEY } from './device-code.rules.js';
+import { countProximityOverrides, refusePollByPolicy, judgeRedemptionScopes } from '../device/policy.js';
 import type { GrantContext } from './types.js';
 
 export const grantType = DEVICE_CODE_GRANT;
@@ -25,20 +27,8 @@ export const parameters = z.object({
   device_code: z.string().min(1).max(512),
 });
 
-const DENIAL_TEXT = {
-  user_denied: 'the user denied the request',
-  wrong_phrase: 'the user picked a confirmation phrase that was not shown on this device; the request was cancelled',
-  user_banned: 'the user may not sign in',
-  policy: "the service's policy refused a request from where this one came from",
-  redeemer_mismatch: "the service's policy refused to deliver tokens to where this poll came from; the request was cancelled",
-} as const;
-
-/** Most polls' answer, the same every time: made once rather than on each of them. */
-const STILL_PENDING = Object.freeze(authorizationPending('the user has not finished yet'));
-
-const POLL_WITHOUT_KEY = Object.freeze(
-  keyNotProven('token_endpoint', 'this device_code is bound to a DPoP key; every poll must carry a proof of that key'),
-);
+/** The recorder of polls, under the grant's rules (made once; its statement is compiled on first use). */
+export const recordDevicePoll = devicePollRecorder(pollRules);
 
 /**
  * RFC 8628 §3.4 / §3.5. Every poll is one statement that records it and applies slow_down; only
@@ -46,6 +36,8 @@ const POLL_WITHOUT_KEY = Object.freeze(
  * stores the tokens together, so an approval is never lost and never delivered twice.
  */
 export async function handle(deps: Deps, client: Client, form: z.output<typeof parameters>, context: GrantContext): Promise<TokenResponse> {
+  // Issue 31 §2: the operator's rules judge every poll before its statement, from memory.
+  refusePollByPolicy(context.devicePolicy, deps.geo, context.ip);
   const now = deps.clock.now();
   const deviceCodeHash = hashOpaque(form.device_code);
   const poll = await recordDevicePoll(deps.db, deviceCodeHash, client.clientId, context.dpopJkt, now);
@@ -57,32 +49,28 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     await refuseIfDisabled(deps.clients, client);
     throw invalidGrant('unknown device_code');
   }
-  if (poll.client_disabled) throw invalidClient(DISABLED_APP);
   // Issue 28 §2: the proof is recorded as used only now, the request found (the app's, and of the
-  // proof's key if bound). Not for a slow_down, which tells nothing and gives nothing: of one proof
-  // sent several times at once the database lets one poll through unthrottled, so that poll alone
-  // spends it, and it is the one that may redeem.
-  const slowDownOnly = poll.throttled && !poll.expired && (poll.status === 'pending' || poll.status === 'approved');
-  if (!slowDownOnly) await context.spendProof();
-  if (poll.status === 'redeemed') throw invalidGrant('this device_code has already been used');
-  if (poll.status === 'denied') throw accessDenied(DENIAL_TEXT[poll.denied_reason ?? 'user_denied']);
-  if (poll.expired) throw expiredToken('the device_code has expired; request a new code');
-  if (poll.throttled) throw slowDown(`polling too fast; wait at least ${poll.interval_seconds} seconds between polls`);
-  if (poll.status === 'pending') throw STILL_PENDING;
+  // proof's key if bound), and never for a slow_down or a disabled app (see PollVerdict).
+  const verdict = judgePoll(poll);
+  if (verdict.spendProof) await context.spendProof();
+  if (verdict.refusal) throw verdict.refusal;
 
   // Issue 27 §3: the poll that would collect the tokens is judged like the request, from what the
   // poll's statement returned and an in-memory lookup: no round trip more.
-  const redeemer = assessRedeemer(deps.geo, { requesterIp: poll.requester_ip, approverIp: poll.approver_ip }, context.ip, deps.config);
+  const redeemer = assessRedeemer(deps.geo, { requesterIp: poll.requester_ip, approverIp: poll.approver_ip }, context.ip, context.devicePolicy.proximity);
+  countProximityOverrides(context.devicePolicy, redeemer.signals);
   if (redeemer.action === 'deny') {
     // Committed on its own: this and every later poll of the request hear access_denied.
     await denyApprovedForRedeemer(deps.db, poll.request_id, context.ip, now);
     throw accessDenied(DENIAL_TEXT.redeemer_mismatch);
   }
-  const redeemedBy = { ip: context.ip, action: redeemer.action, signals: redeemer.signals };
+  const redeemedBy = { action: redeemer.action, signals: redeemer.signals };
 
   const outcome = await deps.db.transaction().execute(async (trx) => {
     const redeemed = await redeemApprovedRequest(trx, poll.request_id, now);
     if (!redeemed) return { kind: 'lost' as const };
+    // A request approved before a scope rule was enforced: refused, rolled back (still approved).
+    judgeRedemptionScopes(context.devicePolicy, redeemed.scopes);
     const user = redeemed.user_id === null ? undefined : await lockUserForIssuance(trx, redeemed.user_id);
     if (!user || user.banned_at !== null || redeemed.user_id === null || redeemed.auth_time === null) {
       // Banned between approval and this poll: the approval turns into a denial, committed.
@@ -102,9 +90,15 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
         platformIcon: redeemed.platform_icon,
         // An icon still being fetched at redemption (a few seconds at most) stays off the grant.
         platformIconSha256: redeemed.platform_icon_sha256,
-        signedInIp: redeemed.requester_ip,
-        approverIp: redeemed.approver_ip,
         redeemer: redeemedBy,
+      },
+      // Issue 31 §1: the three places as assessRedeemer located them, and the approval as recorded.
+      origin: {
+        approvedAt: redeemed.decided_at ?? now,
+        requester: redeemed.requester_ip === null ? null : placeOrigin(redeemer.requester),
+        approver: redeemed.approver_ip === null ? null : placeOrigin(redeemer.approver),
+        redeemer: placeOrigin(redeemer.redeemer),
+        ...approvalOf(redeemed.decision_context),
       },
       // The request's key if it was bound (the poll proved it), else the redeeming poll's: RFC 9449 §5.
       dpopJkt: context.dpopJkt,
@@ -119,7 +113,7 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     return { kind: 'issued' as const, response: issued.response };
   });
 
-  if (outcome.kind === 'lost') throw invalidGrant('this device_code has already been used');
+  if (outcome.kind === 'lost') throw invalidGrant(ALREADY_USED);
   if (outcome.kind === 'banned') throw accessDenied(DENIAL_TEXT.user_banned);
   return outcome.response;
 }

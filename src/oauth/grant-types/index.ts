@@ -1,5 +1,6 @@
 import type { GrantType } from './types.js';
 import * as authorizationCode from './authorization-code.js';
+import * as clientCredentials from './client-credentials.js';
 import * as deviceCode from './device-code.js';
 import * as refreshToken from './refresh-token.js';
 
@@ -8,4 +9,5 @@ export const grantTypes: ReadonlyMap<string, GrantType> = new Map<string, GrantT
   [authorizationCode.grantType, authorizationCode as GrantType],
   [deviceCode.grantType, deviceCode as GrantType],
   [refreshToken.grantType, refreshToken as GrantType],
+  [clientCredentials.grantType, clientCredentials as GrantType],
 ]);

@@ -1,18 +1,17 @@
 import { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import { revokeAndCountGrants } from '../grant-revocation.js';
-import { DISABLED_APP, refuseIfDisabled, type Client } from '../client-auth.js';
-import { keyNotProven } from '../dpop.js';
-import { invalidClient, invalidGrant, invalidScope } from '../errors.js';
+import { refuseIfDisabled, type Client } from '../client-auth.js';
+import { invalidGrant } from '../errors.js';
 import { retryGrantTokens, rotateGrantTokens } from '../issuance.js';
 import { REFRESH_TOKEN_GRANT } from '../metadata.js';
-import { narrowedScopes, parseScope } from '../scopes.js';
+import { parseScope } from '../scopes.js';
 import type { RotationOutcome } from '../../repositories/refresh-tokens.js';
 import type { TokenResponse } from '../token-response.js';
-import { TOKEN_PREFIX } from '../tokens.js';
+import { couldBeOurRefreshToken, judgeUnrotated, UNKNOWN } from './refresh-token.rules.js';
 import type { GrantContext } from './types.js';
 import { movedClass, refreshedElsewhere } from '../device/proximity.js';
-import { insertGrantEvent } from '../../repositories/grants.js';
+import { recordEvents } from '../../events/event-log.js';
 
 export const grantType = REFRESH_TOKEN_GRANT;
 
@@ -20,8 +19,6 @@ export const parameters = z.object({
   refresh_token: z.string().min(1),
   scope: z.string().optional(),
 });
-
-const UNKNOWN = 'the refresh token is invalid, expired or revoked';
 
 /**
  * RFC 6749 §6 with rotation (RFC 9700 §4.14.2): every refresh replaces the presented token, and
@@ -40,7 +37,7 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
   const scope = parseScope(form.scope);
   const requested = scope && scope.length > 0 ? scope : null;
   // Not a token we issue: spare the database.
-  if (!form.refresh_token.startsWith(TOKEN_PREFIX.refreshToken) || form.refresh_token.length > 256) {
+  if (!couldBeOurRefreshToken(form.refresh_token)) {
     await refuseIfDisabled(deps.clients, client);
     throw invalidGrant(UNKNOWN);
   }
@@ -64,22 +61,9 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
     throw invalidGrant(UNKNOWN);
   }
   const outcome = rotation.outcome;
-  if (outcome.client_disabled) throw invalidClient(DISABLED_APP);
-  // Before the replay rule: whoever lacks the key cannot use the token, and must not revoke the grant with it.
-  if (!outcome.key_ok) throw keyNotProven('token_endpoint', 'this refresh token is bound to a DPoP key; send a proof of that key');
-  // Issue 28 §2: the token is found, the app's and of the proof's key: the proof is spent before a
-  // retry could answer or a reuse revoke, so a replayed proof does neither.
-  await context.spendProof();
-  if (!outcome.live) throw invalidGrant(UNKNOWN);
-  if (outcome.replaced) return retryOrRevoke(deps, client, form.refresh_token, outcome, context);
-  if (outcome.expired) throw invalidGrant('the refresh token has expired; sign in again');
-  if (!outcome.scope_ok) {
-    // RFC 6749 §6: the scope may narrow what was granted, never widen it.
-    narrowedScopes(requested ?? undefined, outcome.scopes);
-    throw invalidScope('scope exceeds what was granted');
-  }
-  // Current, live and in scope, yet not rotated: a concurrent refresh with the same token replaced
-  // it first, and this one gets that refresh's answer (or, past the window, counts as reuse).
+  const verdict = judgeUnrotated(outcome, requested);
+  if (verdict.spendProof) await context.spendProof();
+  if (verdict.refusal) throw verdict.refusal;
   return retryOrRevoke(deps, client, form.refresh_token, outcome, context);
 }
 
@@ -87,13 +71,7 @@ export async function handle(deps: Deps, client: Client, form: z.output<typeof p
  * A replaced token presented again: the lost answer once more if this is a retry (see
  * retryGrantTokens), otherwise reuse, and the grant is revoked (RFC 9700 §4.14.2).
  */
-async function retryOrRevoke(
-  deps: Deps,
-  client: Client,
-  presentedToken: string,
-  outcome: RotationOutcome,
-  context: GrantContext,
-): Promise<TokenResponse> {
+async function retryOrRevoke(deps: Deps, client: Client, presentedToken: string, outcome: RotationOutcome, context: GrantContext): Promise<TokenResponse> {
   // Issue 27 §3: a copied old token presented from another country, AS or hosting class than the
   // rotation it would repeat is reuse, not a lost answer.
   if (outcome.previous_ip !== null && movedClass(deps.geo, outcome.previous_ip, context.ip)) return revokeReusedGrant(deps, outcome, context);
@@ -105,20 +83,28 @@ async function retryOrRevoke(
 /**
  * Issue 27 §3: a device-flow grant refreshed from another country than its approval or from a
  * hosting network is recorded, once per move (the ordinary refresh writes nothing more).
+ *
+ * grant.refreshed_elsewhere is an observation about a rotation that has committed (issue 32 §1),
+ * not a change: it is written on its own, after the rotation's statement, because judging the
+ * move needs the places that statement returns, and writing it inside would cost every rotation
+ * a round trip. The rotation's own event (grant.rotated) is in its statement; should the process
+ * stop between the two, the rotation stands and this observation is lost.
  */
 async function recordIfElsewhere(deps: Deps, outcome: RotationOutcome, context: GrantContext): Promise<void> {
   const signals = refreshedElsewhere(deps.geo, { approverIp: outcome.approver_ip, previousIp: outcome.previous_ip }, context.ip);
   if (signals === null) return;
-  await insertGrantEvent(deps.db, {
-    grant_id: outcome.grant_id,
-    user_id: outcome.user_id,
-    client_id: outcome.client_id,
-    event: 'refreshed_elsewhere',
-    reason: signals.join(' '),
-    client_ip: context.ip,
-    created_at: deps.clock.now(),
-    details: JSON.stringify({ signals, approver_ip: outcome.approver_ip, previous_ip: outcome.previous_ip }),
-  });
+  await recordEvents(deps.db, [
+    {
+      grant_id: outcome.grant_id,
+      user_id: outcome.user_id,
+      client_id: outcome.client_id,
+      type: 'grant.refreshed_elsewhere',
+      reason: signals.join(' '),
+      client_ip: context.ip,
+      created_at: deps.clock.now(),
+      data: JSON.stringify({ signals, approver_ip: outcome.approver_ip, previous_ip: outcome.previous_ip }),
+    },
+  ]);
 }
 
 /** Committed before invalid_grant goes out: a throw inside a transaction would roll it back. */

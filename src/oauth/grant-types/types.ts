@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import type { Deps } from '../../deps.js';
 import type { Client } from '../client-auth.js';
 import type { TokenResponse } from '../token-response.js';
+import type { DevicePolicy } from '../device/policy.js';
 
 export interface GrantContext {
   /** The caller's IP, recorded with lifecycle events. */
@@ -15,6 +16,8 @@ export interface GrantContext {
    * credential writes nothing (issue 28 §2).
    */
   spendProof(): Promise<void>;
+  /** The operator's device policy for the app (issue 31 §2): the device_code grant judges its polls by it. */
+  devicePolicy: DevicePolicy;
 }
 
 /** One module per grant type, all of this shape, dispatched by the token route. */

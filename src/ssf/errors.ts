@@ -1,0 +1,46 @@
+/**
+ * The one error type of the Shared Signals endpoints (issue 32 §3): the management API (SSF 1.0
+ * §8) and the poll endpoint (RFC 8936). SSF signals errors by HTTP status alone; the body is the
+ * same shape as the OAuth endpoints' ({error, error_description}), and a token refused carries
+ * RFC 6750 §3's WWW-Authenticate challenge, as the CAEP interoperability profile asks of a
+ * transmitter that is a resource server.
+ */
+export type SsfErrorCode = 'invalid_request' | 'invalid_token' | 'insufficient_scope' | 'not_found' | 'conflict' | 'too_many_requests';
+
+export class SsfError extends Error {
+  constructor(
+    readonly error: SsfErrorCode,
+    readonly description: string,
+    readonly status: number,
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(`${error}: ${description}`);
+    this.name = 'SsfError';
+  }
+
+  toBody(): { error: SsfErrorCode; error_description: string } {
+    return { error: this.error, error_description: this.description };
+  }
+}
+
+const challenge = (fields: string) => ({ 'WWW-Authenticate': `Bearer realm="device-auth"${fields}` });
+const quoted = (text: string) => text.replace(/["\\]/g, '');
+
+export const badRequest = (description: string) => new SsfError('invalid_request', description, 400);
+
+/** RFC 6750 §3.1: no error code when the request carried no token at all. */
+export const tokenMissing = () => new SsfError('invalid_request', 'an access token is required: Authorization: Bearer <token>', 401, challenge(''));
+
+export const tokenRefused = (description: string) =>
+  new SsfError('invalid_token', description, 401, challenge(`, error="invalid_token", error_description="${quoted(description)}"`));
+
+export const scopeMissing = (scope: string) =>
+  new SsfError('insufficient_scope', `the access token was not granted the ${scope} scope`, 403, challenge(`, error="insufficient_scope", scope="${scope}"`));
+
+/** SSF 1.0 §8.1.1: a stream of another app is not found, as an unknown one is. */
+export const noSuchStream = () => new SsfError('not_found', 'no stream with this stream_id for this receiver', 404);
+
+export const conflict = (description: string) => new SsfError('conflict', description, 409);
+
+export const tooManyRequests = (description: string, retryAfterSeconds: number) =>
+  new SsfError('too_many_requests', description, 429, { 'Retry-After': String(retryAfterSeconds) });
