@@ -49,6 +49,9 @@ async function waitForSyncRepWaiters(n: number): Promise<void> {
  * pg_reload_conf(); a probe that commits before then is simply tried again.
  */
 async function requireAbsentStandby(): Promise<pg.Client> {
+  // A permanent table: a write to a temporary one writes no WAL, so its commit never waits for
+  // a standby, and a probe that only touches one would try forever.
+  await admin.query('CREATE TABLE IF NOT EXISTS commit_probe (n int)');
   await admin.query(`ALTER SYSTEM SET synchronous_standby_names = 'never_connects'`);
   await admin.query('SELECT pg_reload_conf()');
   const probe = new pg.Client({ connectionString: database.url });
@@ -57,8 +60,8 @@ async function requireAbsentStandby(): Promise<pg.Client> {
   const deadline = Date.now() + WAIT_BOUND_MS;
   for (;;) {
     let settled = false;
-    // A write that takes a transaction id, so its commit is one a standby must confirm.
-    void probe.query('CREATE TEMP TABLE IF NOT EXISTS probe (n int); INSERT INTO probe VALUES (1)').finally(() => (settled = true));
+    // A logged write that takes a transaction id, so its commit is one a standby must confirm.
+    void probe.query('INSERT INTO commit_probe VALUES (1)').finally(() => (settled = true));
     await sleep(300);
     if (!settled && (await syncRepWaiters()) >= 1) return probe;
     if (Date.now() > deadline) throw new Error('the standby requirement never took effect');
