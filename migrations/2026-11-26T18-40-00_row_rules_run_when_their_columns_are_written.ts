@@ -13,6 +13,12 @@ import { sql, type Kysely } from 'kysely';
 // The same rules, as triggers that fire only when a row is inserted or one of their columns is
 // written (UPDATE OF): the origin of a grant is written once, and a poll writes none of them. A
 // violation is still check_violation (SQLSTATE 23514) naming the rule, and the rules read as before.
+//
+// On an UPDATE they run AFTER the row is written, never BEFORE: once a table has any BEFORE
+// UPDATE row trigger, PostgreSQL locks each row it updates (a heap lock, its own WAL record)
+// before it even looks at the trigger's columns, so every poll and every refresh would pay that
+// lock. An AFTER UPDATE OF trigger that does not fire costs an UPDATE nothing (a refusal still
+// rolls the statement back). On an INSERT, where no row is locked, they run BEFORE as CHECK did.
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     ALTER TABLE grants
@@ -54,8 +60,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       RETURN NEW;
     END $$;
 
-    CREATE TRIGGER grants_follow_their_rules
-      BEFORE INSERT OR UPDATE OF signed_in_ip, approver_ip, redeemer_ip, requester_asn, approver_asn, redeemer_asn,
+    CREATE TRIGGER grants_follow_their_rules BEFORE INSERT ON grants FOR EACH ROW EXECUTE FUNCTION grants_follow_their_rules();
+    CREATE TRIGGER grants_follow_their_rules_when_written
+      AFTER UPDATE OF signed_in_ip, approver_ip, redeemer_ip, requester_asn, approver_asn, redeemer_asn,
         requester_country, approver_country, redeemer_country, decision, grant_type, requester_network,
         approver_network, redeemer_network, redeemer_action, approval_signals, redeemer_signals
       ON grants FOR EACH ROW EXECUTE FUNCTION grants_follow_their_rules();
@@ -82,14 +89,16 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       RETURN NEW;
     END $$;
 
-    CREATE TRIGGER device_requests_follow_their_rules
-      BEFORE INSERT OR UPDATE OF status, denied_reason, phrase, phrase_choices
+    CREATE TRIGGER device_requests_follow_their_rules BEFORE INSERT ON device_requests FOR EACH ROW EXECUTE FUNCTION device_requests_follow_their_rules();
+    CREATE TRIGGER device_requests_follow_their_rules_when_written
+      AFTER UPDATE OF status, denied_reason, phrase, phrase_choices
       ON device_requests FOR EACH ROW EXECUTE FUNCTION device_requests_follow_their_rules();
   `.execute(db);
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`
+    DROP TRIGGER device_requests_follow_their_rules_when_written ON device_requests;
     DROP TRIGGER device_requests_follow_their_rules ON device_requests;
     DROP FUNCTION device_requests_follow_their_rules();
     ALTER TABLE device_requests
@@ -98,6 +107,7 @@ export async function down(db: Kysely<unknown>): Promise<void> {
         CHECK (denied_reason IN ('user_denied', 'wrong_phrase', 'user_banned', 'policy', 'redeemer_mismatch')) NOT VALID,
       ADD CONSTRAINT device_requests_phrase_with_its_choices CHECK ((phrase IS NULL) = (phrase_choices IS NULL)) NOT VALID;
 
+    DROP TRIGGER grants_follow_their_rules_when_written ON grants;
     DROP TRIGGER grants_follow_their_rules ON grants;
     DROP FUNCTION grants_follow_their_rules();
     ALTER TABLE grants

@@ -873,7 +873,7 @@ describe('migrations 2026-11-26T18-40-00_row_rules_run_when_their_columns_are_wr
     ).rows[0]!.n,
     triggers: (
       await sql<{ tgname: string }>`
-        SELECT tgname FROM pg_trigger WHERE tgname LIKE '%follow_their_rules' ORDER BY tgname`.execute(db)
+        SELECT tgname FROM pg_trigger WHERE tgname LIKE '%follow_their_rules%' ORDER BY tgname`.execute(db)
     ).rows.map((row) => row.tgname),
     partialIndexes: (
       await sql<{ indexname: string }>`
@@ -889,7 +889,12 @@ describe('migrations 2026-11-26T18-40-00_row_rules_run_when_their_columns_are_wr
     expect((await migrator.migrateToLatest()).error).toBeUndefined();
     expect(await rules(db)).toEqual({
       checks: 0,
-      triggers: ['device_requests_follow_their_rules', 'grants_follow_their_rules'],
+      triggers: [
+        'device_requests_follow_their_rules',
+        'device_requests_follow_their_rules_when_written',
+        'grants_follow_their_rules',
+        'grants_follow_their_rules_when_written',
+      ],
       partialIndexes: ['events_grant', 'events_user'],
     });
     expect((await migrator.migrateTo(BEFORE)).error).toBeUndefined();
