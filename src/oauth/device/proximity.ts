@@ -167,7 +167,8 @@ export function assessRedeemer(
  * grant, nothing raised, or the same class of place as the grant's previous use (recorded then).
  */
 export function refreshedElsewhere(geo: Geo, grant: { approverIp: string | null; previousIp: string | null }, ip: string): ProximitySignal[] | null {
-  if (grant.approverIp === null) return null;
+  // The same address as the previous use is the same class of place: nothing to locate (most refreshes).
+  if (grant.approverIp === null || grant.previousIp === ip) return null;
   const refresher = side(geo.locate(ip));
   const approver = side(geo.locate(grant.approverIp));
   const signals: ProximitySignal[] = [];
