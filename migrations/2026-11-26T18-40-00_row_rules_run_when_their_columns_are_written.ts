@@ -17,8 +17,9 @@ import { sql, type Kysely } from 'kysely';
 // On an UPDATE they run AFTER the row is written, never BEFORE: once a table has any BEFORE
 // UPDATE row trigger, PostgreSQL locks each row it updates (a heap lock, its own WAL record)
 // before it even looks at the trigger's columns, so every poll and every refresh would pay that
-// lock. An AFTER UPDATE OF trigger that does not fire costs an UPDATE nothing (a refusal still
-// rolls the statement back). On an INSERT, where no row is locked, they run BEFORE as CHECK did.
+// lock. An AFTER UPDATE OF trigger that does not fire costs an UPDATE no lock and no WAL, only a
+// read of the old row version (a refusal still rolls the statement back). On an INSERT, where no
+// row is locked, they run BEFORE as CHECK did.
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
     ALTER TABLE grants
