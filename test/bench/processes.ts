@@ -122,3 +122,17 @@ export function cpuSecondsOf(pid: number): number | null {
     return null;
   }
 }
+
+/** Runs a short-lived child to its end and returns its stdout; throws on failure or past `boundMs`. */
+export async function runToEnd(child: Child, boundMs: number): Promise<string> {
+  let stdout = '';
+  child.process.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+  const timedOut = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), boundMs).unref());
+  const code = await Promise.race([child.exited, timedOut]);
+  if (code === 'timeout') {
+    await stopChild(child);
+    throw new Error(`${child.name} did not finish within ${boundMs} ms:\n${child.output()}`);
+  }
+  if (code !== 0) throw new Error(`${child.name} failed (${String(code)}):\n${child.output()}`);
+  return stdout;
+}

@@ -27,6 +27,7 @@ import {
   memoryOf,
   pinning,
   ROOT,
+  runToEnd,
   SERVER_CORE,
   spawnChild,
   stopAllChildren,
@@ -38,37 +39,11 @@ import { summarizeFile, windowFileOf, type ProfileSummary, type SampleWindow } f
 import { renderMarkdown, type DatabaseKind, type MemoryRecord, type RunResults, type ScenarioRecord, type ServerLog, type Verdict } from './report.js';
 import type { LoadKind, LoadResult, LoadSpec } from './scenarios.js';
 import { seed } from './seed.js';
+import { childEnv, IMAGE_NODE_OPTIONS, RAISED_LIMITS, REQUEST_TIMEOUT_MS, SERVER_SETTINGS } from './server-env.js';
 
 const SERVER = path.join(ROOT, 'dist/src/server.js');
 const bench = (file: string) => ['--import', 'tsx', path.join(ROOT, 'test/bench', file)];
 const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
-
-/**
- * The server runs with the image's NODE_OPTIONS (its heap cap), read from the Dockerfile so that
- * the benchmark measures the process as it is deployed.
- */
-const IMAGE_NODE_OPTIONS = (() => {
-  const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
-  const options = /^\s*NODE_OPTIONS="([^"]*)"/m.exec(dockerfile)?.[1];
-  if (options === undefined) throw new Error('the Dockerfile sets no NODE_OPTIONS="..." for the benchmark to run the server with');
-  return options;
-})();
-
-/** Rate limits the single load-generator address would hit; ≥ 1000 per window, so counted in memory. */
-const RAISED_LIMITS = {
-  RATE_LIMIT_DEVICE_CODE_PER_IP: '100000000/60',
-  RATE_LIMIT_DEVICE_CODE_PER_CLIENT: '100000000/60',
-  RATE_LIMIT_TOKEN_PER_CLIENT: '100000000/60',
-  RATE_LIMIT_TOKEN_PER_IP: '100000000/60',
-  RATE_LIMIT_USERINFO_PER_IP: '100000000/60',
-  RATE_LIMIT_INTROSPECT_PER_CLIENT: '100000000/60',
-  RATE_LIMIT_INTROSPECT_PER_IP: '100000000/60',
-  RATE_LIMIT_REVOKE_PER_CLIENT: '100000000/60',
-  RATE_LIMIT_REVOKE_PER_IP: '100000000/60',
-};
-
-/** A request unanswered for this long counts as failed (and its connection is replaced). */
-const REQUEST_TIMEOUT_MS = 30_000;
 
 // ---------------------------------------------------------------------------------------------
 // Cleanup: children stopped (SIGTERM, then SIGKILL), then the database dropped and the temporary
@@ -157,10 +132,6 @@ function maintainedBetween(first: DatabaseCounters, last: DatabaseCounters): str
 /** The ceilings are served by test/bench/ceilings.ts, every other kind by the server. */
 const isCeiling = (kind: LoadKind) => kind === 'form' || kind === 'update';
 
-/** One key-encryption key per run: every server of the run shares its database's keys, as replicas do. */
-const KEY_ENCRYPTION_KEY = randomBytes(32).toString('base64');
-const childEnv = (extra: Record<string, string> = {}) => ({ PATH: process.env.PATH ?? '/usr/bin:/bin', NODE_ENV: 'production', KEY_ENCRYPTION_KEY, ...extra });
-
 async function startServer(
   database: { url: string } | { dataDir: string },
   poolSize: number,
@@ -169,15 +140,11 @@ async function startServer(
 ): Promise<{ child: Child; port: number }> {
   const port = await freePort();
   const env = childEnv({
-    LOG_LEVEL: 'warn',
+    ...SERVER_SETTINGS,
     HOST: '127.0.0.1',
     PORT: String(port),
     ISSUER: `http://127.0.0.1:${port}`,
     ...('url' in database ? { DATABASE_URL: database.url, DATABASE_POOL_SIZE: String(poolSize) } : { DATA_DIR: database.dataDir }),
-    DEVICE_POLL_INTERVAL: '1',
-    PURGE_INTERVAL: '0',
-    NODE_OPTIONS: IMAGE_NODE_OPTIONS,
-    ...RAISED_LIMITS,
   });
   const child = spawnChild(name, SERVER_CORE, [...nodeArgs, SERVER], env);
   await waitForHttp(child, `http://127.0.0.1:${port}/readyz`, 60_000);
@@ -193,20 +160,6 @@ async function startCeilings(database: { url: string } | { dataDir: string }, po
   const child = spawnChild('ceilings', SERVER_CORE, bench('ceilings.ts'), env);
   await waitForHttp(child, `http://127.0.0.1:${port}/healthz`, 60_000);
   return { child, port };
-}
-
-/** Runs a short-lived child to its end and returns its stdout; throws on failure or past `boundMs`. */
-async function runToEnd(child: Child, boundMs: number): Promise<string> {
-  let stdout = '';
-  child.process.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-  const timedOut = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), boundMs).unref());
-  const code = await Promise.race([child.exited, timedOut]);
-  if (code === 'timeout') {
-    await stopChild(child);
-    throw new Error(`${child.name} did not finish within ${boundMs} ms:\n${child.output()}`);
-  }
-  if (code !== 0) throw new Error(`${child.name} failed (${String(code)}):\n${child.output()}`);
-  return stdout;
 }
 
 // ---------------------------------------------------------------------------------------------
