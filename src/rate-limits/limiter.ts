@@ -35,6 +35,17 @@ export type Verdict = { limited: false } | { limited: true; retryAfterSeconds: n
 
 const ALLOWED: Verdict = { limited: false };
 
+/** The start of the fixed window `atMs` falls in, in milliseconds. */
+function windowStartOf(limit: Limit, atMs: number): number {
+  const windowMs = limit.windowSeconds * 1000;
+  return Math.floor(atMs / windowMs) * windowMs;
+}
+
+/** Whole seconds until the window that began at `startMs` ends, at least 1. */
+function retryAfterSecondsOf(limit: Limit, startMs: number, atMs: number): number {
+  return Math.max(1, Math.ceil((startMs + limit.windowSeconds * 1000 - atMs) / 1000));
+}
+
 /**
  * Limits of at least this many hits per window are counted in memory and flushed to the shared
  * store every FLUSH_INTERVAL_MS, so that a busy app's polls cost no extra round trip and never
@@ -52,6 +63,8 @@ const MAX_NETWORKS_COUNTED = 100_000;
 interface LocalCount {
   key: string;
   windowStart: Date;
+  /** windowStart as a number, compared on every request without a Date. */
+  windowStartMs: number;
   windowSeconds: number;
   /** Hits counted here and not yet in the store. */
   unflushed: number;
@@ -126,7 +139,8 @@ export class Reservation {
  * slowed down, and concurrency cannot slip attempts past the limit.
  */
 export class RateLimiter {
-  readonly #local = new Map<string, LocalCount>();
+  /** The in-memory counts, by limit and subject: no key is built per request (the hot paths count three or four). */
+  readonly #local = new Map<RequestLimitName, Map<string, LocalCount>>();
   #flushTimer: NodeJS.Timeout | null = null;
   #flushing: Promise<void> = Promise.resolve();
   /** The latest time a caller passed in: windows that ended before it are forgotten. */
@@ -134,7 +148,7 @@ export class RateLimiter {
   /** Refunds the store could not take yet; bounded, since an outage can last. */
   readonly #deferredRefunds: ReservedHit[] = [];
   /** Per shared limit, the current window's hits per app and network (in this instance's memory). */
-  readonly #networks = new Map<SharedLimitName, { windowStart: number; hits: Map<string, number> }>();
+  readonly #networks = new Map<SharedLimitName, { windowStart: number; counted: number; hits: Map<string, Map<string, number>> }>();
 
   constructor(
     private readonly store: CounterStore,
@@ -144,9 +158,8 @@ export class RateLimiter {
   ) {}
 
   #window(limit: Limit, now: Date): { start: Date; retryAfterSeconds: number } {
-    const windowMs = limit.windowSeconds * 1000;
-    const start = Math.floor(now.getTime() / windowMs) * windowMs;
-    return { start: new Date(start), retryAfterSeconds: Math.max(1, Math.ceil((start + windowMs - now.getTime()) / 1000)) };
+    const start = windowStartOf(limit, now.getTime());
+    return { start: new Date(start), retryAfterSeconds: retryAfterSecondsOf(limit, start, now.getTime()) };
   }
 
   /**
@@ -157,19 +170,31 @@ export class RateLimiter {
   consume(name: RequestLimitName, subject: string, now: Date): Verdict | Promise<Verdict> {
     const limit = this.limits[name];
     if (!limit) return ALLOWED;
-    const window = this.#window(limit, now);
-    const key = `${name}:${subject}`;
-    this.#latest = Math.max(this.#latest, now.getTime());
-    const verdict = (hits: number): Verdict => (hits > limit.max ? { limited: true, retryAfterSeconds: window.retryAfterSeconds } : ALLOWED);
-    if (limit.max < BUFFERED_FROM) return this.store.hit(key, window.start, limit.windowSeconds).then(verdict);
-    let local = this.#local.get(key);
-    if (!local || local.windowStart.getTime() !== window.start.getTime()) {
-      local = { key, windowStart: window.start, windowSeconds: limit.windowSeconds, unflushed: 0, known: 0 };
-      this.#local.set(key, local);
+    const nowMs = now.getTime();
+    if (nowMs > this.#latest) this.#latest = nowMs;
+    if (limit.max < BUFFERED_FROM) {
+      const window = this.#window(limit, now);
+      return this.store
+        .hit(`${name}:${subject}`, window.start, limit.windowSeconds)
+        .then((hits): Verdict => (hits > limit.max ? { limited: true, retryAfterSeconds: window.retryAfterSeconds } : ALLOWED));
+    }
+    // The in-memory path runs on every poll and refresh: a number compared, no Date or key made
+    // unless a window begins, and the wait worked out only for a refusal.
+    const start = windowStartOf(limit, nowMs);
+    let subjects = this.#local.get(name);
+    if (!subjects) {
+      subjects = new Map();
+      this.#local.set(name, subjects);
+    }
+    let local = subjects.get(subject);
+    if (!local || local.windowStartMs !== start) {
+      local = { key: `${name}:${subject}`, windowStart: new Date(start), windowStartMs: start, windowSeconds: limit.windowSeconds, unflushed: 0, known: 0 };
+      subjects.set(subject, local);
     }
     local.unflushed++;
     this.#scheduleFlush();
-    return verdict(local.known + local.unflushed);
+    if (local.known + local.unflushed <= limit.max) return ALLOWED;
+    return { limited: true, retryAfterSeconds: retryAfterSecondsOf(limit, start, nowMs) };
   }
 
   /**
@@ -198,24 +223,31 @@ export class RateLimiter {
 
   /** Counts a hit for each of the app's networks in the window; returns the heaviest one's hits. */
   #countNetworks(name: SharedLimitName, limit: Limit, subject: string, networks: readonly string[], now: Date): number {
-    const windowStart = this.#window(limit, now).start.getTime();
-    let counted = this.#networks.get(name);
-    if (!counted || counted.windowStart !== windowStart) {
+    const windowStart = windowStartOf(limit, now.getTime());
+    let window = this.#networks.get(name);
+    if (!window || window.windowStart !== windowStart) {
       // A new window: the last one's counts are forgotten all at once.
-      counted = { windowStart, hits: new Map() };
-      this.#networks.set(name, counted);
+      window = { windowStart, counted: 0, hits: new Map() };
+      this.#networks.set(name, window);
+    }
+    let ofSubject = window.hits.get(subject);
+    if (!ofSubject) {
+      ofSubject = new Map();
+      window.hits.set(subject, ofSubject);
     }
     let heaviest = 0;
     for (const network of networks) {
-      const key = `${subject} ${network}`;
-      const earlier = counted.hits.get(key);
-      if (earlier === undefined && counted.hits.size >= MAX_NETWORKS_COUNTED) {
-        heaviest = Math.max(heaviest, 1);
-        continue;
+      const earlier = ofSubject.get(network);
+      if (earlier === undefined) {
+        if (window.counted >= MAX_NETWORKS_COUNTED) {
+          heaviest = Math.max(heaviest, 1);
+          continue;
+        }
+        window.counted++;
       }
       const hits = (earlier ?? 0) + 1;
-      counted.hits.set(key, hits);
-      heaviest = Math.max(heaviest, hits);
+      ofSubject.set(network, hits);
+      if (hits > heaviest) heaviest = hits;
     }
     return heaviest;
   }
@@ -268,10 +300,12 @@ export class RateLimiter {
     this.#flushing = this.#flushing.then(async () => {
       const counted: LocalCount[] = [];
       const quiet: LocalCount[] = [];
-      for (const [key, local] of this.#local) {
-        if (local.unflushed > 0) counted.push(local);
-        else if (local.windowStart.getTime() + local.windowSeconds * 1000 <= this.#latest) this.#local.delete(key);
-        else quiet.push(local);
+      for (const subjects of this.#local.values()) {
+        for (const [subject, local] of subjects) {
+          if (local.unflushed > 0) counted.push(local);
+          else if (local.windowStartMs + local.windowSeconds * 1000 <= this.#latest) subjects.delete(subject);
+          else quiet.push(local);
+        }
       }
       const batch = counted.map((local) => ({ key: local.key, windowStart: local.windowStart, windowSeconds: local.windowSeconds, hits: local.unflushed }));
       for (const local of counted) local.unflushed = 0;
