@@ -22,7 +22,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { freePort } from '../helpers/server-process.js';
-import { findPostgresBin, startCluster } from './cluster.js';
+import { findPostgresBin, startCluster, withDatabase } from './cluster.js';
 import { cpuSecondsOf, killAllChildrenNow, LOAD_CORE, ROOT, runToEnd, SERVER_CORE, spawnChild, stopAllChildren, waitForHttp, type Child } from './processes.js';
 import type { LoadKind, LoadResult, LoadSpec } from './scenarios.js';
 import { childEnv, REQUEST_TIMEOUT_MS, SERVER_SETTINGS } from './server-env.js';
@@ -147,18 +147,13 @@ async function main(): Promise<void> {
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   const suffix = randomBytes(4).toString('hex');
-  const withDatabase = (name: string) => {
-    const url = new URL(adminUrl);
-    url.pathname = `/${name}`;
-    return url.toString();
-  };
   const sides: Side[] = [
     { name: 'this', checkout: ROOT, database: `ab_this_${suffix}`, url: '', server: null, port: 0 },
     { name: 'other', checkout: options.against, database: `ab_other_${suffix}`, url: '', server: null, port: 0 },
   ];
   try {
     for (const side of sides) {
-      side.url = withDatabase(side.database);
+      side.url = withDatabase(adminUrl, side.database);
       await admin.query(`CREATE DATABASE ${side.database}`);
       log(`${side.name}: ${side.checkout}: migrating and seeding ${side.database}`);
       const args = ['--import', 'tsx', path.join(ROOT, 'test/bench/ab-prepare.ts'), side.checkout, side.url, String(ROWS), String(options.connections)];
@@ -188,14 +183,16 @@ async function main(): Promise<void> {
     async function slice(side: Side, kind: LoadKind, round: number): Promise<Slice> {
       await admin.query('CHECKPOINT');
       const server = side.server!;
-      const backends = await backendsOf(side);
+      // The backends are read at the window's start, after the warm-up: the server's pool closes
+      // idle connections (30 s) while the other side is measured, and opens them again under load.
+      let backends: number[] = [];
       type Mark = { at: number; server: number | null; db: number; wal: number };
-      const mark = async (): Promise<Mark> => ({
-        at: performance.now(),
-        server: cpuSecondsOf(server.pid),
-        db: backends.reduce((sum, pid) => sum + (cpuSecondsOf(pid) ?? 0), 0),
-        wal: await walNow(),
-      });
+      const mark = async (start: boolean): Promise<Mark> => {
+        const at = performance.now();
+        const serverCpu = cpuSecondsOf(server.pid);
+        if (start) backends = await backendsOf(side);
+        return { at, server: serverCpu, db: backends.reduce((sum, pid) => sum + (cpuSecondsOf(pid) ?? 0), 0), wal: await walNow() };
+      };
       const marks: { start?: Promise<Mark>; end?: Promise<Mark> } = {};
       const spec = specFor(kind, options, side.port, round);
       const child = spawnChild(
@@ -204,8 +201,8 @@ async function main(): Promise<void> {
         ['--import', 'tsx', path.join(ROOT, 'test/bench/load.ts'), JSON.stringify(spec)],
         childEnv(),
         (line) => {
-          if (line === '@@mark start') marks.start = mark();
-          else if (line === '@@mark end') marks.end = mark();
+          if (line === '@@mark start') marks.start = mark(true);
+          else if (line === '@@mark end') marks.end = marks.start ? marks.start.then(() => mark(false)) : mark(false);
         },
       );
       const stdout = await runToEnd(child, spec.warmupLimitMs + spec.durationMs + spec.timeoutMs + 60_000);

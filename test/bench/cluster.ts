@@ -113,3 +113,10 @@ export async function startCluster(bin: string, log: (line: string) => void): Pr
     throw error;
   }
 }
+
+/** The URL of another database of the same server. */
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}

@@ -18,7 +18,7 @@ import pg from 'pg';
 import { connectDatabase, type DatabaseHandle } from '../../src/db/connect.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { freePort } from '../helpers/server-process.js';
-import { findPostgresBin, startCluster } from './cluster.js';
+import { findPostgresBin, startCluster, withDatabase } from './cluster.js';
 import { AUTH_CODE_RATE_BOUND, parseOptions, profileOf, type Options, type Profile } from './options.js';
 import {
   cpuSecondsOf,
@@ -496,12 +496,6 @@ function plansFor(rows: number, from: number, options: Options, profile: Profile
 
 // ---------------------------------------------------------------------------------------------
 // Phases.
-
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
 
 async function adminQuery(adminUrl: string, statement: string): Promise<void> {
   const admin = new pg.Client({ connectionString: adminUrl });
