@@ -12,8 +12,10 @@
  * checkout's code (ab-prepare.ts), and a server of its own; only the side being measured gets
  * load. Servers on core 0, the load generator on core 1, as in `npm run bench`.
  *
- * usage: npm run bench:ab -- --against DIR [--only poll,refresh,code,introspect,userinfo]
+ * usage: npm run bench:ab -- --against DIR [--this DIR] [--only poll,refresh,code,introspect,userinfo]
  *        [--rounds 6] [--seconds 5] [--warmup 2] [--connections 64] [--json PATH]
+ * `--this` measures another built checkout in this one's place (default: this checkout), so that
+ * two earlier commits can be compared, say one issue's branch against the commit it started from.
  * DIR is a checkout with node_modules and `npm run build` done, e.g.
  *   git worktree add ../before <commit> && cp -al node_modules ../before/ && (cd ../before && npm run build)
  */
@@ -36,6 +38,7 @@ const REFRESH_BLOCK = ROWS / 10;
 
 interface AbOptions {
   against: string;
+  this: string;
   only: LoadKind[];
   rounds: number;
   seconds: number;
@@ -45,7 +48,16 @@ interface AbOptions {
 }
 
 function parseAbOptions(argv: string[]): AbOptions {
-  const options: AbOptions = { against: '', only: [...KINDS], rounds: 6, seconds: 5, warmup: 2, connections: 64, json: 'test/bench/results/ab.json' };
+  const options: AbOptions = {
+    against: '',
+    this: ROOT,
+    only: [...KINDS],
+    rounds: 6,
+    seconds: 5,
+    warmup: 2,
+    connections: 64,
+    json: 'test/bench/results/ab.json',
+  };
   const count = (flag: string, value: string | undefined, min: number, max: number) => {
     const n = Number(value);
     if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${flag} takes a whole number from ${min} to ${max}`);
@@ -58,6 +70,9 @@ function parseAbOptions(argv: string[]): AbOptions {
     switch (flag) {
       case '--against':
         options.against = path.resolve(value ?? '');
+        break;
+      case '--this':
+        options.this = path.resolve(value ?? '');
         break;
       case '--only': {
         const kinds = (value ?? '').split(',');
@@ -86,8 +101,10 @@ function parseAbOptions(argv: string[]): AbOptions {
     }
   }
   if (!options.against) throw new Error('--against DIR is required: a built checkout to compare with');
-  if (!existsSync(path.join(options.against, 'dist/src/server.js'))) throw new Error(`${options.against} has no dist/src/server.js: run npm run build there`);
-  if (!existsSync(path.join(options.against, 'test/bench/seed.ts'))) throw new Error(`${options.against} has no test/bench/seed.ts to seed its database with`);
+  for (const checkout of [options.this, options.against]) {
+    if (!existsSync(path.join(checkout, 'dist/src/server.js'))) throw new Error(`${checkout} has no dist/src/server.js: run npm run build there`);
+    if (!existsSync(path.join(checkout, 'test/bench/seed.ts'))) throw new Error(`${checkout} has no test/bench/seed.ts to seed its database with`);
+  }
   if (options.connections * 2 > REFRESH_BLOCK / 2)
     throw new Error(`--connections ${options.connections} needs more refresh grants per round than the ${REFRESH_BLOCK / 2} there are`);
   return options;
@@ -148,7 +165,7 @@ async function main(): Promise<void> {
   await admin.connect();
   const suffix = randomBytes(4).toString('hex');
   const sides: Side[] = [
-    { name: 'this', checkout: ROOT, database: `ab_this_${suffix}`, url: '', server: null, port: 0 },
+    { name: 'this', checkout: options.this, database: `ab_this_${suffix}`, url: '', server: null, port: 0 },
     { name: 'other', checkout: options.against, database: `ab_other_${suffix}`, url: '', server: null, port: 0 },
   ];
   try {
@@ -257,7 +274,7 @@ function report(options: AbOptions, results: Record<string, Record<Side['name'],
   ] as const;
   const summary: Record<string, Record<string, { this: number; other: number; ratio: number; lowest: number; highest: number }>> = {};
   const lines = [
-    `this (${ROOT}) against other (${options.against}): ${options.rounds} rounds of ${options.seconds} s per side, AB then BA.`,
+    `this (${options.this}) against other (${options.against}): ${options.rounds} rounds of ${options.seconds} s per side, AB then BA.`,
     "Each cell: median of this · median of other · median of the rounds' ratios this/other (lowest-highest).",
     '',
     `| scenario | ${measures.map(([name]) => name).join(' | ')} |`,
