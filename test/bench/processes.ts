@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 /** The checkout: children run from here, so `--import tsx` resolves. */
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-const TASKSET = ['/usr/bin/taskset', '/bin/taskset'].find((path) => existsSync(path)) ?? null;
+export const TASKSET = ['/usr/bin/taskset', '/bin/taskset'].find((path) => existsSync(path)) ?? null;
 export const pinning = TASKSET !== null;
 
 /** The core the server and the ceilings run on, and the load generator's. */
