@@ -654,15 +654,19 @@ async function keysCommand(sub: string | undefined, rest: string[]): Promise<unk
     }
     if (!config.keyEncryption.current && config.databaseUrl)
       throw new UsageError('set KEY_ENCRYPTION_KEY (the new key) and KEY_ENCRYPTION_KEY_PREVIOUS (the old one)');
-    const [{ migrateToLatest }, { asConfigError, loadSealer, rewrapAll }, { default: pino }] = await Promise.all([
+    const [{ migrateToLatest }, { asConfigError, loadSealer, rewrapAll }, { systemClock }, { default: pino }] = await Promise.all([
       migrations(),
       import('../keys/key-encryption.js'),
+      import('../lib/clock.js'),
       import('pino'),
     ]);
     return withDatabase(async (d) => {
       await migrateToLatest(d.db);
       try {
-        return await rewrapAll(d.db, loadSealer(config, pino({ level: 'silent' })));
+        return await rewrapAll(d.db, loadSealer(config, pino({ level: 'silent' })), {
+          now: systemClock.now(),
+          actor: { kind: 'admin', via: 'cli' },
+        });
       } catch (error) {
         throw asConfigError(error);
       }

@@ -43,6 +43,8 @@ export const EVENT_TYPES = [
   // Keys and the operator's other settings.
   'signing_key.rotated',
   'signing_key.revoked',
+  /** Every sealed value re-sealed under a new key-encryption key (`device-auth keys rewrap`, on the database). */
+  'key_encryption_key.rewrapped',
   'device_policy.changed',
   'webhook.created',
   'webhook.changed',

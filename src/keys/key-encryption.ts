@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { ConfigError, type Config } from '../config.js';
 import type { Database } from '../db/connect.js';
+import { actorColumn, recordEvents, type Actor } from '../events/event-log.js';
 import { KeyFileError, loadOrCreateKeyFile } from './key-encryption-key-file.js';
 import { SealError, Sealer } from './sealing.js';
 import { ensureSealedServerSecret, listServerSecrets, lockServerSecrets, setSealedServerSecret } from '../repositories/server-secrets.js';
@@ -98,10 +99,15 @@ export async function ensureServerSecret(db: Database, sealer: Sealer, name: str
  * Re-seals every sealed value under the current key-encryption key (the previous one opens what
  * it sealed), so that the previous key can be dropped. Values already under the current key are
  * left as they are, so running it twice, or beside running servers, is harmless.
+ *
+ * A run that re-sealed anything records key_encryption_key.rewrapped in the same transaction
+ * (issue 32 §1: every operator's change, with who made it): how many values of each kind and the
+ * new key's id, which is a fingerprint, never the key. A run that found nothing to do records nothing.
  */
 export async function rewrapAll(
   db: Database,
   sealer: Sealer,
+  change: { now: Date; actor: Actor },
 ): Promise<{ signing_keys: number; server_secrets: number; webhook_secrets: number; ssf_stream_headers: number; key_encryption_key: string }> {
   await sealClearRows(db, sealer);
   /** Re-seals each row's value that another key sealed; how many. */
@@ -147,6 +153,17 @@ export async function rewrapAll(
       (row) => webhookSecretIdentity(row.webhook_id),
       (row, value) => setSealedWebhookSecret(trx, row.webhook_id, value),
     );
-    return { signing_keys: keys, server_secrets: secrets, webhook_secrets: webhookSecrets, ssf_stream_headers: headers, key_encryption_key: sealer.currentId };
+    const rewrapped = {
+      signing_keys: keys,
+      server_secrets: secrets,
+      webhook_secrets: webhookSecrets,
+      ssf_stream_headers: headers,
+      key_encryption_key: sealer.currentId,
+    };
+    if (keys + secrets + webhookSecrets + headers > 0)
+      await recordEvents(trx, [
+        { type: 'key_encryption_key.rewrapped', created_at: change.now, actor: actorColumn(change.actor), data: JSON.stringify(rewrapped) },
+      ]);
+    return rewrapped;
   });
 }

@@ -67,6 +67,15 @@ describe('keys commands', () => {
 
     const listed = await cli(['keys', 'list'], { KEY_ENCRYPTION_KEY: next });
     expect(listed.code, listed.stderr).toBe(0);
+    // Issue 32 §1: the operator's change is in the event log, made by the CLI, with its counts.
+    const logged = await cli(['events', '--type', 'key_encryption_key.rewrapped'], { KEY_ENCRYPTION_KEY: next });
+    expect(logged.code, logged.stderr).toBe(0);
+    const events = logged.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ type: 'key_encryption_key.rewrapped', actor: { kind: 'admin', via: 'cli' }, data: result });
     const old = await cli(['keys', 'list'], { KEY_ENCRYPTION_KEY: TEST_KEY_ENCRYPTION_KEY });
     expect(old.code).toBe(2);
     expect(old.stderr).toMatch(

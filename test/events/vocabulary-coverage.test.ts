@@ -12,7 +12,8 @@ import { DEVICE_GRANT } from '../helpers/device.js';
  * Issue 32 §1: every name of the vocabulary is written by a path that users, devices, apps and
  * operators take over HTTP. The groups below walk those paths on one server; the last test reads
  * the log and finds every name in it. The webhook and Shared Signals names are written and tested
- * where those rooms are built (issue 32 §2, §3).
+ * where those rooms are built (issue 32 §2, §3), and key_encryption_key.rewrapped, which only the
+ * CLI's offline `keys rewrap` writes, where that is tested (test/oauth/key-encryption.test.ts).
  *
  * Addresses arrive in X-Forwarded-For from the trusted loopback balancer; what the shipped data
  * says of them: 79.192.0.1 a Deutsche Telekom home line (DE), 73.0.0.1 Comcast (US).
@@ -20,7 +21,7 @@ import { DEVICE_GRANT } from '../helpers/device.js';
 
 const HOME_DE = '79.192.0.1';
 const HOME_US = '73.0.0.1';
-const NOT_OURS = ['webhook.', 'ssf_stream.'];
+const NOT_OURS = ['webhook.', 'ssf_stream.', 'key_encryption_key.'];
 
 let t: TestApp;
 let admin: FastifyInstance;

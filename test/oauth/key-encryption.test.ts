@@ -157,15 +157,23 @@ describe('keys at rest', () => {
       delivery: { method: PUSH, endpoint_url: 'https://receiver.example/e', authorization_header: 'Bearer kept-secret' },
     });
 
-    const result = await rewrapAll(t.deps.db, new Sealer(next, current));
+    const byTheCli = { now: t.clock.now(), actor: { kind: 'admin', via: 'cli' } } as const;
+    const result = await rewrapAll(t.deps.db, new Sealer(next, current), byTheCli);
     expect(result).toMatchObject({
       signing_keys: 2,
       server_secrets: Object.keys(t.deps.secrets).length,
       ssf_stream_headers: 1,
       key_encryption_key: new Sealer(next).currentId,
     });
-    // Twice changes nothing.
-    expect(await rewrapAll(t.deps.db, new Sealer(next, current))).toMatchObject({ signing_keys: 0, server_secrets: 0, ssf_stream_headers: 0 });
+    // Twice changes nothing, and records nothing.
+    expect(await rewrapAll(t.deps.db, new Sealer(next, current), byTheCli)).toMatchObject({ signing_keys: 0, server_secrets: 0, ssf_stream_headers: 0 });
+    // Issue 32 §1: the operator's change is in the log once, with who made it and how many values
+    // moved; the new key's id is a fingerprint, and no sealed or clear value is in the event.
+    const events = await t.deps.db.selectFrom('events').selectAll().where('type', '=', 'key_encryption_key.rewrapped').execute();
+    expect(events).toHaveLength(1);
+    expect(events[0]?.actor).toEqual({ kind: 'admin', via: 'cli' });
+    expect(events[0]?.data).toEqual({ ...result });
+    expect(JSON.stringify(events[0])).not.toContain(next.toString('base64'));
     const header = await t.deps.db
       .selectFrom('ssf_streams')
       .select('authorization_header_sealed')

@@ -328,13 +328,15 @@ describe('the key-encryption key', () => {
     const sealed = async () =>
       (await t.deps.db.selectFrom('webhooks').select('sealed_secret').where('webhook_id', '=', id).executeTakeFirstOrThrow()).sealed_secret;
     try {
-      expect(await rewrapAll(t.deps.db, new Sealer(next, current))).toMatchObject({ webhook_secrets: expect.any(Number) });
+      expect(await rewrapAll(t.deps.db, new Sealer(next, current), { now: t.clock.now(), actor: { kind: 'admin', via: 'cli' } })).toMatchObject({
+        webhook_secrets: expect.any(Number),
+      });
       const rewrapped = await sealed();
       expect(new Sealer(next).open(rewrapped, webhookSecretIdentity(id)).toString()).toBe(secret);
       expect(() => t.deps.sealer.open(rewrapped, webhookSecretIdentity(id))).toThrow(/sealed under key-encryption key/);
     } finally {
       // Back under the test's key: the app holds it, and the other sealed rows moved too.
-      await rewrapAll(t.deps.db, new Sealer(current, next));
+      await rewrapAll(t.deps.db, new Sealer(current, next), { now: t.clock.now(), actor: { kind: 'admin', via: 'cli' } });
     }
     expect(t.deps.sealer.open(await sealed(), webhookSecretIdentity(id)).toString()).toBe(secret);
   });
