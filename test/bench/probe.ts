@@ -124,15 +124,16 @@ const KINDS: Record<Kind, { url: string; payload: string; expected: number; matc
   },
 };
 
-/** The server's environment, as the benchmark runs it (server-env.ts), with the limits raised. */
+/**
+ * The server's settings under load (server-env.ts, as the benchmarks run it), in this process.
+ * NODE_OPTIONS, the image's heap cap, applies only to a process being started, so it is left out.
+ */
 async function serverEnvironment(options: ProbeOptions): Promise<void> {
-  const { RAISED_LIMITS } = await import('./server-env.js');
+  const { SERVER_SETTINGS } = await import('./server-env.js');
+  const { NODE_OPTIONS: _, ...settings } = SERVER_SETTINGS;
   Object.assign(process.env, {
-    ...RAISED_LIMITS,
+    ...settings,
     DATABASE_URL: options.databaseUrl,
-    LOG_LEVEL: 'warn',
-    DEVICE_POLL_INTERVAL: '1',
-    PURGE_INTERVAL: '0',
     NODE_ENV: 'production',
     // One key for every run on a database: its secrets are sealed under the first run's.
     KEY_ENCRYPTION_KEY: process.env.KEY_ENCRYPTION_KEY ?? createHash('sha256').update('device-auth-bench:probe').digest('base64'),
