@@ -12,8 +12,15 @@
  * checkout's code (ab-prepare.ts), and a server of its own; only the side being measured gets
  * load. Servers on core 0, the load generator on core 1, as in `npm run bench`.
  *
+ * `--together` runs both sides at once instead, each with its own load, both servers on core 0:
+ * the two servers share one core (and the database's backends the other) through the same
+ * seconds, so whatever the machine does to one it does to the other, and the ratio of their
+ * requests per second is the ratio of what a request costs each, without the drift between
+ * slices. WAL is the cluster's, shared by both sides, so it is not given per side in this mode.
+ * Check the method before trusting it: a checkout against a copy of itself must give 1.
+ *
  * usage: npm run bench:ab -- --against DIR [--this DIR] [--only poll,refresh,code,introspect,userinfo]
- *        [--rounds 6] [--seconds 5] [--warmup 2] [--connections 64] [--json PATH]
+ *        [--rounds 6] [--seconds 5] [--warmup 2] [--connections 64] [--together] [--json PATH]
  * `--this` measures another built checkout in this one's place (default: this checkout), so that
  * two earlier commits can be compared, say one issue's branch against the commit it started from.
  * DIR is a checkout with node_modules and `npm run build` done, e.g.
@@ -44,6 +51,7 @@ interface AbOptions {
   seconds: number;
   warmup: number;
   connections: number;
+  together: boolean;
   json: string;
 }
 
@@ -56,6 +64,7 @@ function parseAbOptions(argv: string[]): AbOptions {
     seconds: 5,
     warmup: 2,
     connections: 64,
+    together: false,
     json: 'test/bench/results/ab.json',
   };
   const count = (flag: string, value: string | undefined, min: number, max: number) => {
@@ -65,6 +74,10 @@ function parseAbOptions(argv: string[]): AbOptions {
   };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
+    if (flag === '--together') {
+      options.together = true;
+      continue;
+    }
     const value = argv[i + 1];
     i++;
     switch (flag) {
@@ -127,7 +140,7 @@ interface Slice {
   mix: Record<string, number>;
 }
 
-function specFor(kind: LoadKind, options: AbOptions, port: number, round: number): LoadSpec {
+function specFor(kind: LoadKind, options: AbOptions, port: number, round: number, measureFromEpochMs?: number): LoadSpec {
   // Every round rotates its own even grants (no openid: no ID token), one per connection and as many spares.
   const refreshGrants = Array.from({ length: options.connections * 2 }, (_, k) => round * REFRESH_BLOCK + 2 * k);
   return {
@@ -147,6 +160,7 @@ function specFor(kind: LoadKind, options: AbOptions, port: number, round: number
     refreshGrants,
     intervalMs: 1000,
     timeline: false,
+    ...(measureFromEpochMs === undefined ? {} : { measureFromEpochMs }),
   };
 }
 
@@ -197,8 +211,10 @@ async function main(): Promise<void> {
     const walNow = async () =>
       Number((await admin.query<{ bytes: string }>(`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::text AS bytes`)).rows[0]!.bytes);
 
-    async function slice(side: Side, kind: LoadKind, round: number): Promise<Slice> {
-      await admin.query('CHECKPOINT');
+    /** One side's measured window; `startsAt` (--together) is when both sides' windows begin, the checkpoint already made. */
+    async function slice(side: Side, kind: LoadKind, round: number, startsAt?: number): Promise<Slice> {
+      const together = startsAt !== undefined;
+      if (!together) await admin.query('CHECKPOINT');
       const server = side.server!;
       // The backends are read at the window's start, after the warm-up: the server's pool closes
       // idle connections (30 s) while the other side is measured, and opens them again under load.
@@ -208,10 +224,10 @@ async function main(): Promise<void> {
         const at = performance.now();
         const serverCpu = cpuSecondsOf(server.pid);
         if (start) backends = await backendsOf(side);
-        return { at, server: serverCpu, db: backends.reduce((sum, pid) => sum + (cpuSecondsOf(pid) ?? 0), 0), wal: await walNow() };
+        return { at, server: serverCpu, db: backends.reduce((sum, pid) => sum + (cpuSecondsOf(pid) ?? 0), 0), wal: together ? 0 : await walNow() };
       };
       const marks: { start?: Promise<Mark>; end?: Promise<Mark> } = {};
-      const spec = specFor(kind, options, side.port, round);
+      const spec = specFor(kind, options, side.port, round, startsAt);
       const child = spawnChild(
         `load (${side.name}, ${spec.label})`,
         LOAD_CORE,
@@ -233,7 +249,7 @@ async function main(): Promise<void> {
         requestsPerSecond: result.requestsPerSecond,
         serverCpuMsPerRequest: perRequest(first?.server, last?.server, 1000),
         dbCpuMsPerRequest: perRequest(first?.db, last?.db, 1000),
-        walBytesPerRequest: perRequest(first?.wal, last?.wal, 1),
+        walBytesPerRequest: together ? null : perRequest(first?.wal, last?.wal, 1),
         mix: result.mix,
       };
     }
@@ -243,6 +259,20 @@ async function main(): Promise<void> {
       for (const kind of options.only) {
         const order = round % 2 === 0 ? sides : [...sides].reverse();
         results[kind] ??= { this: [], other: [] };
+        if (options.together) {
+          await admin.query('CHECKPOINT');
+          // Both windows open at one instant, after the warm-up; a poll pool is first polled through (as
+          // load.ts waits for alone), which two sides sharing the machine take about twice as long to do.
+          const warmupMs = kind === 'poll' ? Math.max(options.warmup * 1000, 16_000) : options.warmup * 1000;
+          const startsAt = Date.now() + 1500 + warmupMs;
+          const [mine, theirs] = await Promise.all(sides.map((side) => slice(side, kind, round, startsAt)));
+          results[kind].this.push(mine!);
+          results[kind].other.push(theirs!);
+          log(
+            `round ${round + 1}/${options.rounds} ${kind} together: this ${mine!.requestsPerSecond.toFixed(0)} req/s, other ${theirs!.requestsPerSecond.toFixed(0)} req/s`,
+          );
+          continue;
+        }
         for (const side of order) {
           const measured = await slice(side, kind, round);
           results[kind][side.name].push(measured);
@@ -274,7 +304,7 @@ function report(options: AbOptions, results: Record<string, Record<Side['name'],
   ] as const;
   const summary: Record<string, Record<string, { this: number; other: number; ratio: number; lowest: number; highest: number }>> = {};
   const lines = [
-    `this (${options.this}) against other (${options.against}): ${options.rounds} rounds of ${options.seconds} s per side, AB then BA.`,
+    `this (${options.this}) against other (${options.against}): ${options.rounds} rounds of ${options.seconds} s per side, ${options.together ? 'both sides at once' : 'AB then BA'}.`,
     "Each cell: median of this · median of other · median of the rounds' ratios this/other (lowest-highest).",
     '',
     `| scenario | ${measures.map(([name]) => name).join(' | ')} |`,

@@ -213,7 +213,9 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
   const poolCycled = () => counters.firstPolls >= poolSize;
   const warmupLimitMs = poolSize > 0 ? Math.max(spec.warmupMs, spec.warmupLimitMs) : spec.warmupMs;
   let measureFrom = Infinity;
-  let stopAt = begin + warmupLimitMs + spec.durationMs;
+  const startsAt = spec.measureFromEpochMs;
+  const untilStart = startsAt === undefined ? warmupLimitMs : Math.max(0, startsAt - Date.now());
+  let stopAt = begin + untilStart + spec.durationMs;
   let measured = 0;
   let measureEnd = stopAt;
   let cpuAtStart: NodeJS.CpuUsage | null = null;
@@ -228,7 +230,8 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
   };
   const startTimer = setInterval(() => {
     const elapsed = performance.now() - begin;
-    if (elapsed >= spec.warmupMs && (poolCycled() || elapsed >= warmupLimitMs)) {
+    const due = startsAt === undefined ? elapsed >= spec.warmupMs && (poolCycled() || elapsed >= warmupLimitMs) : Date.now() >= startsAt;
+    if (due) {
       clearInterval(startTimer);
       startMeasuring();
     }

@@ -53,6 +53,11 @@ export interface LoadSpec {
   intervalMs: number;
   /** Keep a per-request completion time, for per-minute figures (the soak). */
   timeline: boolean;
+  /**
+   * When set, the measured window begins at this wall-clock time (Date.now()) instead of after the
+   * warm-up: bench:ab --together starts both sides' windows at the same instant.
+   */
+  measureFromEpochMs?: number;
 }
 
 export interface MinuteStats {
