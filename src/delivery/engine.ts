@@ -84,6 +84,15 @@ const RENDER_AGAIN_SECONDS = 60;
 const CLAIM_AT_LEAST_EVERY_MS = 1000;
 /** Pages of events a source may take in one round, so that one round always ends. */
 const FEED_PAGES_PER_ROUND = 20;
+/**
+ * After a round that found nothing to do (no event taken, nothing claimed, nothing in flight),
+ * rounds come this often instead of every interval, until something is found or poke() comes. A
+ * server with no webhook and no stream otherwise asked the database two questions four times a
+ * second, under load too: about 9 ms of the server's CPU and 2 ms of the database's a second,
+ * 2-3 % of a read path's throughput on two cores (docs/benchmarks.md, 2026-11-27). An event
+ * written while the engine idles leaves within this, not within one interval.
+ */
+const IDLE_ROUND_EVERY_MS = 1000;
 
 /**
  * The outbound delivery engine (issue 32), shared by webhooks and Shared Signals push. Every
@@ -116,6 +125,9 @@ export class OutboundDeliveries {
   /** Something may have become claimable since the last claim: new messages, or a chain that ended. */
   #claimWanted = true;
   #lastClaimAt = 0;
+  /** Whether the last round found nothing to do, and when it started (IDLE_ROUND_EVERY_MS). */
+  #idle = false;
+  #lastRoundAt = 0;
 
   constructor(
     private readonly db: Database,
@@ -138,10 +150,13 @@ export class OutboundDeliveries {
     this.#sources.push(source);
   }
 
-  /** Rounds every interval, and at once after a chain ends, until stop(). */
+  /** Rounds every interval (every IDLE_ROUND_EVERY_MS while they find nothing to do), and at once after a chain ends or a poke, until stop(). */
   start(): void {
     if (this.#timer) return;
-    this.#timer = setInterval(() => this.#wake(), this.#intervalMs);
+    this.#timer = setInterval(() => {
+      if (this.#idle && performance.now() - this.#lastRoundAt < IDLE_ROUND_EVERY_MS) return;
+      this.#wake();
+    }, this.#intervalMs);
     this.#timer.unref();
     this.#wake();
   }
@@ -215,18 +230,29 @@ export class OutboundDeliveries {
 
   /**
    * Feeds, claims, and starts a task per chain; returns the tasks (each one message claimed or
-   * more). The feed runs every round, so that an event leaves within one interval; the claim, the
+   * more). The feed runs every round, so that an event leaves within one interval (a second when the
+   * engine idles); the claim, the
    * round's costly statement, runs when something may have become claimable (messages queued, a
    * chain ended) or once a second for retries that fell due and claims that expired.
    */
   async #feedAndClaim(always = false): Promise<Promise<void>[]> {
+    this.#lastRoundAt = performance.now();
+    // Idle until this round shows otherwise; a round that fails is not idle, and is tried again soon.
+    this.#idle = false;
+    let taken = 0;
     for (const source of this.#sources) {
       for (let page = 0; page < FEED_PAGES_PER_ROUND; page++) {
-        if ((await source.feed(this.db, this.clock.now())) === 0) break;
+        const events = await source.feed(this.db, this.clock.now());
+        if (events === 0) break;
+        taken += events;
         this.#claimWanted = true;
       }
     }
-    if (!always && !this.#claimWanted && performance.now() - this.#lastClaimAt < CLAIM_AT_LEAST_EVERY_MS) return [];
+    const nothingToDo = () => taken === 0 && this.#workers.size === 0;
+    if (!always && !this.#claimWanted && performance.now() - this.#lastClaimAt < CLAIM_AT_LEAST_EVERY_MS) {
+      this.#idle = nothingToDo();
+      return [];
+    }
     this.#claimWanted = false;
     this.#lastClaimAt = performance.now();
     const room = this.#inFlight - this.#workers.size;
@@ -235,6 +261,7 @@ export class OutboundDeliveries {
     // Long enough for a whole chain at its slowest; a claim outlives a crashed instance by this much.
     const until = addSeconds(now, (this.#chainLength * this.options.outbound.timeoutMs) / 1000 + 30);
     const claimed = await claimDeliveries(this.db, now, until, { perTarget: this.#perTarget, chainLength: this.#chainLength, chains: room });
+    this.#idle = claimed.length === 0 && nothingToDo();
     const tasks: Promise<void>[] = [];
     for (const chain of chainsOf(claimed)) {
       const task = this.#send(chain)

@@ -178,6 +178,36 @@ describe('the outbound delivery engine', () => {
     await forgetTarget(t.deps.db, 'test', 'fast-target');
   });
 
+  it('rounds that find nothing to do come once a second, not every interval, and a poke is answered at once', async () => {
+    const engine = new OutboundDeliveries(t.deps.db, t.clock, t.deps.log, {
+      retryBaseSeconds: 5,
+      pauseAfterSeconds: 12 * 3600,
+      outbound: { resolve: resolveLiteralsOnly, allowLoopback: true, userAgent: 'test', timeoutMs: 30_000 },
+    });
+    let feeds = 0;
+    engine.addSource({
+      name: 'nothing-new',
+      feed: async () => {
+        feeds++;
+        return 0;
+      },
+    });
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    try {
+      engine.start();
+      await sleep(2600);
+      // Every 250 ms that would be eleven rounds; idle, the first and one a second after it.
+      const idle = feeds;
+      expect(idle).toBeGreaterThanOrEqual(2);
+      expect(idle).toBeLessThanOrEqual(4);
+      engine.poke();
+      await sleep(100);
+      expect(feeds).toBe(idle + 1);
+    } finally {
+      await engine.stop();
+    }
+  });
+
   it('1,000 messages of one grant, with the receiver down for an hour, arrive in order afterwards', async () => {
     const target = await newTarget();
     let down = true;
