@@ -20,7 +20,10 @@
  * Check the method before trusting it: a checkout against a copy of itself must give 1.
  *
  * usage: npm run bench:ab -- --against DIR [--this DIR] [--only poll,refresh,code,introspect,userinfo]
- *        [--rounds 6] [--seconds 5] [--warmup 2] [--connections 64] [--together] [--json PATH]
+ *        [--rounds 6] [--seconds 5] [--warmup 2] [--connections 64] [--together] [--this-env KEY=VALUE]… [--json PATH]
+ * `--this-env KEY=VALUE` (repeatable) starts this side's server with that setting as well, so the
+ * cost of one setting is measured against the same checkout without it: `--against . --this-env
+ * HTTP_MAX_REQUESTS_PER_SOCKET=0 --together`.
  * `--this` measures another built checkout in this one's place (default: this checkout), so that
  * two earlier commits can be compared, say one issue's branch against the commit it started from.
  * DIR is a checkout with node_modules and `npm run build` done, e.g.
@@ -52,6 +55,8 @@ interface AbOptions {
   warmup: number;
   connections: number;
   together: boolean;
+  /** Settings of this side's server only, over SERVER_SETTINGS. */
+  thisEnv: Record<string, string>;
   json: string;
 }
 
@@ -65,6 +70,7 @@ function parseAbOptions(argv: string[]): AbOptions {
     warmup: 2,
     connections: 64,
     together: false,
+    thisEnv: {},
     json: 'test/bench/results/ab.json',
   };
   const count = (flag: string, value: string | undefined, min: number, max: number) => {
@@ -106,6 +112,12 @@ function parseAbOptions(argv: string[]): AbOptions {
       case '--connections':
         options.connections = count(flag, value, 1, 256);
         break;
+      case '--this-env': {
+        const setting = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(value ?? '');
+        if (!setting) throw new Error('--this-env takes KEY=VALUE, KEY a setting such as HTTP_MAX_REQUESTS_PER_SOCKET');
+        options.thisEnv[setting[1]!] = setting[2]!;
+        break;
+      }
       case '--json':
         options.json = value ?? options.json;
         break;
@@ -201,6 +213,7 @@ async function main(): Promise<void> {
           ISSUER: `http://127.0.0.1:${side.port}`,
           DATABASE_URL: side.url,
           DATABASE_POOL_SIZE: '10',
+          ...(side.name === 'this' ? options.thisEnv : {}),
         }),
       );
       await waitForHttp(side.server, `http://127.0.0.1:${side.port}/readyz`, 60_000);
@@ -265,7 +278,9 @@ async function main(): Promise<void> {
           // load.ts waits for alone), which two sides sharing the machine take about twice as long to do.
           const warmupMs = kind === 'poll' ? Math.max(options.warmup * 1000, 16_000) : options.warmup * 1000;
           const startsAt = Date.now() + 1500 + warmupMs;
-          const [mine, theirs] = await Promise.all(sides.map((side) => slice(side, kind, round, startsAt)));
+          // The side whose load starts first changes every round, as the order does when interleaved.
+          const slices = await Promise.all(order.map((side) => slice(side, kind, round, startsAt)));
+          const [mine, theirs] = order[0] === sides[0] ? slices : [...slices].reverse();
           results[kind].this.push(mine!);
           results[kind].other.push(theirs!);
           log(
