@@ -17,7 +17,7 @@
  *   execution. `code` inserts device requests; `refresh` rotates the seeded grants 0..N-1 once, so a
  *   database serves one refresh run (make a copy per run: CREATE DATABASE … TEMPLATE …).
  *
- * KIND: code | poll | refresh (`statement` takes code and refresh). DIR is a built checkout
+ * KIND: code | poll | refresh | introspect | userinfo (`statement` takes code and refresh). DIR is a built checkout
  * (default: this one), URL a database that DIR's migrations and seed prepared:
  *   node --import tsx test/bench/ab-prepare.ts DIR URL 20000 8
  * `--statement-checkout DIR2` runs DIR2's statement against DIR's schema (statement mode), to
@@ -30,10 +30,11 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { benchToken, OPENID_SCOPES, PLAIN_SCOPES, TV_CLIENT_ID } from './fixtures.js';
+import { basicAuthorization, benchToken, OPENID_SCOPES, PLAIN_SCOPES, RS_CLIENT_ID, RS_CLIENT_SECRET, TV_CLIENT_ID } from './fixtures.js';
 import { ROOT, SERVER_CORE, TASKSET } from './processes.js';
 
-type Kind = 'code' | 'poll' | 'refresh';
+type Kind = 'code' | 'poll' | 'refresh' | 'introspect' | 'userinfo';
+const KIND_NAMES: readonly Kind[] = ['code', 'poll', 'refresh', 'introspect', 'userinfo'];
 interface ProbeOptions {
   mode: 'server' | 'statement';
   kind: Kind;
@@ -43,7 +44,8 @@ interface ProbeOptions {
   requests: number;
 }
 
-const USAGE = 'usage: probe.ts server|statement --kind code|poll|refresh --database-url URL [--checkout DIR] [--statement-checkout DIR] [--requests N]';
+const USAGE =
+  'usage: probe.ts server|statement --kind code|poll|refresh|introspect|userinfo --database-url URL [--checkout DIR] [--statement-checkout DIR] [--requests N]';
 
 function parseProbeOptions(argv: string[]): ProbeOptions {
   const [mode, ...rest] = argv;
@@ -51,7 +53,7 @@ function parseProbeOptions(argv: string[]): ProbeOptions {
   const options: ProbeOptions = { mode, kind: 'code', checkout: ROOT, statementCheckout: '', databaseUrl: '', requests: mode === 'server' ? 15_000 : 5_000 };
   for (let i = 0; i < rest.length; i += 2) {
     const [flag, value = ''] = [rest[i], rest[i + 1]];
-    if (flag === '--kind' && (value === 'code' || value === 'poll' || value === 'refresh')) options.kind = value;
+    if (flag === '--kind' && KIND_NAMES.includes(value as Kind)) options.kind = value as Kind;
     else if (flag === '--checkout') options.checkout = path.resolve(value);
     else if (flag === '--statement-checkout') options.statementCheckout = path.resolve(value);
     else if (flag === '--database-url') options.databaseUrl = value;
@@ -59,7 +61,7 @@ function parseProbeOptions(argv: string[]): ProbeOptions {
     else throw new Error(`${flag ?? ''} ${value}: ${USAGE}`);
   }
   if (!options.databaseUrl) throw new Error(USAGE);
-  if (mode === 'statement' && options.kind === 'poll') throw new Error('statement takes --kind code or refresh');
+  if (mode === 'statement' && options.kind !== 'code' && options.kind !== 'refresh') throw new Error('statement takes --kind code or refresh');
   options.statementCheckout ||= options.checkout;
   return options;
 }
@@ -72,7 +74,29 @@ const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
 const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 
 /** What each kind sends, and how its hot statement is recognised and answered from memory. */
-const KINDS: Record<Kind, { url: string; payload: string; expected: number; matches: (sql: string) => boolean; row: () => Record<string, unknown> }> = {
+interface KindProbe {
+  method?: 'GET' | 'POST';
+  url: string;
+  /** Headers besides the form's content type. */
+  headers?: Record<string, string>;
+  payload: string;
+  expected: number;
+  matches: (sql: string) => boolean;
+  row: () => Record<string, unknown>;
+}
+
+/** A live access token's row as the read paths' statements return it. */
+const liveToken = () => ({
+  scopes: OPENID_SCOPES,
+  created_at: new Date(),
+  expires_at: new Date(Date.now() + 3_600_000),
+  grant_id: '00000000-0000-4000-8000-000000000005',
+  user_id: '00000000-0000-4000-8000-000000000006',
+  client_id: TV_CLIENT_ID,
+  dpop_jkt: null,
+});
+
+const KINDS: Record<Kind, KindProbe> = {
   code: {
     url: '/oauth/device/code',
     payload: `client_id=${TV_CLIENT_ID}&scope=openid%20profile%20email%20offline_access&platform_name=Bench%20TV`,
@@ -121,6 +145,23 @@ const KINDS: Record<Kind, { url: string; payload: string; expected: number; matc
       previous_ip: '127.0.0.1',
       approver_ip: null,
     }),
+  },
+  introspect: {
+    url: '/oauth/introspect',
+    headers: { authorization: basicAuthorization(RS_CLIENT_ID, RS_CLIENT_SECRET) },
+    payload: `token=${benchToken('accessToken', 3)}`,
+    expected: 200,
+    matches: (sql) => sql.includes('AS caller_enabled'),
+    row: () => ({ caller_enabled: true, ...liveToken() }),
+  },
+  userinfo: {
+    method: 'GET',
+    url: '/oauth/userinfo',
+    headers: { authorization: `Bearer ${benchToken('accessToken', 3)}` },
+    payload: '',
+    expected: 200,
+    matches: (sql) => sql.includes('u.email, u.name'),
+    row: () => ({ ...liveToken(), email: 'probe@example.test', name: 'Probe' }),
   },
 };
 
@@ -178,7 +219,9 @@ async function probeServer(options: ProbeOptions): Promise<void> {
   const deps = await composition.createDeps({ database, config, log: pino({ level: 'warn' }), clock: systemClock });
   const app = await buildApp(deps, { logger: false });
   await app.ready();
-  const send = () => app.inject({ method: 'POST', url: kind.url, headers: FORM, payload: kind.payload, remoteAddress: '127.0.0.1' });
+  const method = kind.method ?? 'POST';
+  const headers = { ...(method === 'POST' ? FORM : {}), ...kind.headers };
+  const send = () => app.inject({ method, url: kind.url, headers, ...(method === 'POST' ? { payload: kind.payload } : {}), remoteAddress: '127.0.0.1' });
   try {
     const first = await send();
     if (first.statusCode !== kind.expected) throw new Error(`${options.kind}: ${first.statusCode} ${first.body}`);
