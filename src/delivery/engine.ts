@@ -87,10 +87,10 @@ const FEED_PAGES_PER_ROUND = 20;
 /**
  * After a round that found nothing to do (no event taken, nothing claimed, nothing in flight),
  * rounds come this often instead of every interval, until something is found or poke() comes. A
- * server with no webhook and no stream otherwise asked the database two questions four times a
- * second, under load too: about 9 ms of the server's CPU and 2 ms of the database's a second,
- * 2-3 % of a read path's throughput on two cores (docs/benchmarks.md, 2026-11-27). An event
- * written while the engine idles leaves within this, not within one interval.
+ * server with no webhook and no stream otherwise asked the database whether it had any, for each
+ * source, four times a second, under load too: an idle server made 11.9 transactions a second,
+ * and makes 6.3 (docs/benchmarks.md, 2026-11-27). An event written while the engine idles leaves
+ * within this, not within one interval.
  */
 const IDLE_ROUND_EVERY_MS = 1000;
 
@@ -230,10 +230,10 @@ export class OutboundDeliveries {
 
   /**
    * Feeds, claims, and starts a task per chain; returns the tasks (each one message claimed or
-   * more). The feed runs every round, so that an event leaves within one interval (a second when the
-   * engine idles); the claim, the
-   * round's costly statement, runs when something may have become claimable (messages queued, a
-   * chain ended) or once a second for retries that fell due and claims that expired.
+   * more). The feed runs every round, so that an event leaves within one interval (within a second
+   * while the engine idles); the claim, the round's costly statement, runs when something may have
+   * become claimable (messages queued, a chain ended) or once a second for retries that fell due
+   * and claims that expired.
    */
   async #feedAndClaim(always = false): Promise<Promise<void>[]> {
     this.#lastRoundAt = performance.now();
