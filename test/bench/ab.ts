@@ -17,7 +17,8 @@
  * seconds, so whatever the machine does to one it does to the other, and the ratio of their
  * requests per second is the ratio of what a request costs each, without the drift between
  * slices. WAL is the cluster's, shared by both sides, so it is not given per side in this mode.
- * Check the method before trusting it: a checkout against a copy of itself must give 1.
+ * Check the method before trusting it: a checkout against itself should give 1, and moved by about
+ * 3 % from run to run on the read paths here (docs/benchmarks.md), so run a comparison twice.
  *
  * usage: npm run bench:ab -- --against DIR [--this DIR] [--only poll,refresh,code,introspect,userinfo]
  *        [--rounds 6] [--seconds 5] [--warmup 2] [--connections 64] [--together] [--this-env KEY=VALUE]… [--json PATH]
