@@ -22,9 +22,14 @@
  *
  * usage: npm run bench:ab -- --against DIR [--this DIR] [--only poll,refresh,code,introspect,userinfo]
  *        [--rounds 6] [--seconds 5] [--warmup 2] [--connections 64] [--together] [--this-env KEY=VALUE]… [--json PATH]
+ *        [--cpu-prof DIR]
  * `--this-env KEY=VALUE` (repeatable) starts this side's server with that setting as well, so the
  * cost of one setting is measured against the same checkout without it: `--against . --this-env
  * HTTP_MAX_REQUESTS_PER_SOCKET=0 --together`.
+ * `--cpu-prof DIR` starts both servers with node's --cpu-prof, a profile per side in DIR/this and
+ * DIR/other, written when they stop. It samples wall time: with both sides on one core
+ * (`--together`) a side's samples include the time it waited for the core, so compare the shares
+ * of its busy samples, per request, not their sum.
  * `--this` measures another built checkout in this one's place (default: this checkout), so that
  * two earlier commits can be compared, say one issue's branch against the commit it started from.
  * DIR is a checkout with node_modules and `npm run build` done, e.g.
@@ -59,6 +64,8 @@ interface AbOptions {
   /** Settings of this side's server only, over SERVER_SETTINGS. */
   thisEnv: Record<string, string>;
   json: string;
+  /** A folder for each side's server CPU profile (node --cpu-prof), written when the server stops; '' for none. */
+  cpuProfiles: string;
 }
 
 function parseAbOptions(argv: string[]): AbOptions {
@@ -73,6 +80,7 @@ function parseAbOptions(argv: string[]): AbOptions {
     together: false,
     thisEnv: {},
     json: 'test/bench/results/ab.json',
+    cpuProfiles: '',
   };
   const count = (flag: string, value: string | undefined, min: number, max: number) => {
     const n = Number(value);
@@ -121,6 +129,9 @@ function parseAbOptions(argv: string[]): AbOptions {
       }
       case '--json':
         options.json = value ?? options.json;
+        break;
+      case '--cpu-prof':
+        options.cpuProfiles = path.resolve(value ?? 'test/bench/results/profiles');
         break;
       default:
         throw new Error(`unknown option ${flag ?? ''}; see the comment at the top of test/bench/ab.ts`);
@@ -206,7 +217,10 @@ async function main(): Promise<void> {
       side.server = spawnChild(
         `server (${side.name})`,
         SERVER_CORE,
-        [path.join(side.checkout, 'dist/src/server.js')],
+        [
+          ...(options.cpuProfiles ? ['--cpu-prof', `--cpu-prof-dir=${path.join(options.cpuProfiles, side.name)}`] : []),
+          path.join(side.checkout, 'dist/src/server.js'),
+        ],
         childEnv({
           ...SERVER_SETTINGS,
           HOST: '127.0.0.1',

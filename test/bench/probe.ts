@@ -11,6 +11,12 @@
  *   CPU per request and how many statements per request still reached the database (0 for a
  *   pure measurement). Pin it: `taskset -c 0 npm run bench:probe -- server …` pins npm too, so
  *   rather `taskset -c 0 node --import tsx test/bench/probe.ts server …`.
+ *   `--through socket` puts a real listener in front instead of `app.inject`: test/bench/load.ts,
+ *   pinned to the other core, keeps 64 keep-alive connections busy for `--seconds` (10) after a
+ *   3 s warm-up, and the CPU per request is this process's over the load's measured window. Under
+ *   load a request costs what the socket, the parser and fewer requests per event-loop turn add,
+ *   which `app.inject` leaves out (docs/benchmarks.md, 2026-11-27 (noon)). Runs of 6 s still carry
+ *   the JIT's warm-up; give 15-20 s.
  * - `statement`: the hot statement alone in PostgreSQL: one connection, its backend pinned to
  *   core 0 (run the probe on core 1), `--requests` executions (5,000) after a warm-up; prints the
  *   backend's CPU (from /proc, 10 ms ticks: keep thousands of executions) and the WAL per
@@ -31,7 +37,9 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { basicAuthorization, benchToken, OPENID_SCOPES, PLAIN_SCOPES, RS_CLIENT_ID, RS_CLIENT_SECRET, TV_CLIENT_ID } from './fixtures.js';
-import { ROOT, SERVER_CORE, TASKSET } from './processes.js';
+import { LOAD_CORE, ROOT, runToEnd, SERVER_CORE, spawnChild, TASKSET } from './processes.js';
+import type { LoadResult, LoadSpec } from './scenarios.js';
+import { childEnv, REQUEST_TIMEOUT_MS } from './server-env.js';
 
 type Kind = 'code' | 'poll' | 'refresh' | 'introspect' | 'userinfo';
 const KIND_NAMES: readonly Kind[] = ['code', 'poll', 'refresh', 'introspect', 'userinfo'];
@@ -42,21 +50,39 @@ interface ProbeOptions {
   statementCheckout: string;
   databaseUrl: string;
   requests: number;
+  /** server: `inject` (no socket) or `socket` (a real listener, load from test/bench/load.ts on the other core). */
+  through: 'inject' | 'socket';
+  seconds: number;
+  /** socket: the measured window opens at this wall-clock time (Date.now()), so that two probes run at once measure the same seconds; 0 for after the warm-up. */
+  measureFrom: number;
 }
 
 const USAGE =
-  'usage: probe.ts server|statement --kind code|poll|refresh|introspect|userinfo --database-url URL [--checkout DIR] [--statement-checkout DIR] [--requests N]';
+  'usage: probe.ts server|statement --kind code|poll|refresh|introspect|userinfo --database-url URL [--checkout DIR] [--statement-checkout DIR] [--requests N] [--through inject|socket] [--seconds N] [--measure-from EPOCH_MS]';
 
 function parseProbeOptions(argv: string[]): ProbeOptions {
   const [mode, ...rest] = argv;
   if (mode !== 'server' && mode !== 'statement') throw new Error(USAGE);
-  const options: ProbeOptions = { mode, kind: 'code', checkout: ROOT, statementCheckout: '', databaseUrl: '', requests: mode === 'server' ? 15_000 : 5_000 };
+  const options: ProbeOptions = {
+    mode,
+    kind: 'code',
+    checkout: ROOT,
+    statementCheckout: '',
+    databaseUrl: '',
+    requests: mode === 'server' ? 15_000 : 5_000,
+    through: 'inject',
+    seconds: 10,
+    measureFrom: 0,
+  };
   for (let i = 0; i < rest.length; i += 2) {
     const [flag, value = ''] = [rest[i], rest[i + 1]];
     if (flag === '--kind' && KIND_NAMES.includes(value as Kind)) options.kind = value as Kind;
     else if (flag === '--checkout') options.checkout = path.resolve(value);
     else if (flag === '--statement-checkout') options.statementCheckout = path.resolve(value);
     else if (flag === '--database-url') options.databaseUrl = value;
+    else if (flag === '--through' && (value === 'inject' || value === 'socket')) options.through = value;
+    else if (flag === '--seconds' && /^[1-9][0-9]?$/.test(value)) options.seconds = Number(value);
+    else if (flag === '--measure-from' && /^[1-9][0-9]{12}$/.test(value)) options.measureFrom = Number(value);
     else if (flag === '--requests' && /^[1-9][0-9]{2,6}$/.test(value)) options.requests = Number(value);
     else throw new Error(`${flag ?? ''} ${value}: ${USAGE}`);
   }
@@ -226,6 +252,10 @@ async function probeServer(options: ProbeOptions): Promise<void> {
     const first = await send();
     if (first.statusCode !== kind.expected) throw new Error(`${options.kind}: ${first.statusCode} ${first.body}`);
     for (let i = 0; i < Math.min(3_000, options.requests); i++) await send();
+    if (options.through === 'socket') {
+      await probeThroughSocket(options, app, () => [toDatabase, answered]);
+      return;
+    }
     const [databaseBefore, answeredBefore] = [toDatabase, answered];
     const cpu = process.cpuUsage();
     for (let i = 0; i < options.requests; i++) await send();
@@ -246,6 +276,61 @@ async function probeServer(options: ProbeOptions): Promise<void> {
     await deps.close?.();
     await database.close();
   }
+}
+
+/**
+ * The server in this process behind a real listener, loaded by test/bench/load.ts pinned to the
+ * other core (64 keep-alive connections): this process's CPU per request from the load's window
+ * marks, the hot statement still answered from memory.
+ */
+async function probeThroughSocket(options: ProbeOptions, app: AnyModule, counts: () => [number, number]): Promise<void> {
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const port = (app.server.address() as { port: number }).port;
+  const spec: LoadSpec = {
+    label: `probe ${options.kind}`,
+    kind: options.kind,
+    host: '127.0.0.1',
+    port,
+    connections: 64,
+    warmupMs: 3000,
+    warmupLimitMs: 20_000,
+    durationMs: options.seconds * 1000,
+    maxRequests: 2_000_000,
+    timeoutMs: REQUEST_TIMEOUT_MS,
+    // The hot statement is answered from memory for any row: enough codes that polls at their interval saturate the server.
+    rows: { offset: 0, count: 30_000, stride: 1 },
+    grants: 2000,
+    refreshGrants: Array.from({ length: 128 }, (_, k) => 2 * k),
+    intervalMs: 1000,
+    timeline: false,
+    ...(options.measureFrom === 0 ? {} : { measureFromEpochMs: options.measureFrom }),
+  };
+  let start: [NodeJS.CpuUsage, number, number] | null = null;
+  let end: [NodeJS.CpuUsage, number, number] | null = null;
+  const child = spawnChild('load', LOAD_CORE, ['--import', 'tsx', path.join(ROOT, 'test/bench/load.ts'), JSON.stringify(spec)], childEnv(), (line) => {
+    if (line === '@@mark start') start = [process.cpuUsage(), ...counts()];
+    else if (line === '@@mark end') end = [process.cpuUsage(), ...counts()];
+  });
+  const stdout = await runToEnd(child, spec.warmupLimitMs + spec.durationMs + spec.timeoutMs + 60_000);
+  const result = JSON.parse(stdout.trim().split('\n').pop() ?? '') as LoadResult;
+  if (start === null || end === null) throw new Error('the load marked no window');
+  const [[cpu0, db0, mem0], [cpu1, db1, mem1]] = [start as [NodeJS.CpuUsage, number, number], end as [NodeJS.CpuUsage, number, number]];
+  const n = result.requests;
+  process.stdout.write(
+    `${JSON.stringify({
+      checkout: options.checkout,
+      kind: options.kind,
+      through: 'socket',
+      requests: n,
+      requestsPerSecond: result.requestsPerSecond,
+      mix: result.mix,
+      // With the load's warm-up: what a profile of the whole process (perf record) divides by.
+      requestsIncludingWarmUp: Object.values(result.mixAll).reduce((a, b) => a + b, 0),
+      cpuUsPerRequest: Number(((cpu1.user + cpu1.system - cpu0.user - cpu0.system) / n).toFixed(1)),
+      answeredFromMemoryPerRequest: (mem1 - mem0) / n,
+      toDatabasePerRequest: (db1 - db0) / n,
+    })}\n`,
+  );
 }
 
 /** The refresh token hash of seeded grant i (test/bench/seed.ts). */
