@@ -324,7 +324,7 @@ async function probeThroughSocket(options: ProbeOptions, app: AnyModule, counts:
       requests: n,
       requestsPerSecond: result.requestsPerSecond,
       mix: result.mix,
-      // With the load's warm-up: what a profile of the whole process (perf record) divides by.
+      // With the load's warm-up (not the inject warm-up's, up to 3,001 more): what a profile of the whole process divides by.
       requestsIncludingWarmUp: Object.values(result.mixAll).reduce((a, b) => a + b, 0),
       cpuUsPerRequest: Number(((cpu1.user + cpu1.system - cpu0.user - cpu0.system) / n).toFixed(1)),
       answeredFromMemoryPerRequest: (mem1 - mem0) / n,
