@@ -13,9 +13,9 @@ import { healthRoutes } from './http/health-routes.js';
 import { readServiceLogo } from './http/service-logo.js';
 import { GEO_DATA_CREDITS } from './geo/locate.js';
 import { iconRoutes } from './http/icon-routes.js';
-import { metricsRoutes } from './http/metrics-routes.js';
+import { metricsRoutes, requestDurationRecorder } from './http/metrics-routes.js';
 import { registerErrorHandler } from './http/plugins/error-handler.js';
-import { registerSecurityHeaders } from './http/plugins/security-headers.js';
+import { securityHeaders } from './http/plugins/security-headers.js';
 import { registerSecretsNotInUrl } from './http/plugins/secrets-not-in-url.js';
 import { registerUntrustedForwardingWatch } from './http/plugins/untrusted-forwarding.js';
 import { registerStrictInput, strictQueryParser } from './http/plugins/strict-input.js';
@@ -43,18 +43,25 @@ export interface AppOptions {
 }
 
 /**
- * On close, answers still in flight go out with `Connection: close`, so their keep-alive sockets
- * end with them instead of holding the shutdown open for the keep-alive timeout.
+ * What every answer gets on its way out, in one synchronous onSend hook: the security headers, the
+ * request-duration metric, and on close `Connection: close`, so that keep-alive sockets end with
+ * the answers still in flight instead of holding the shutdown open for the keep-alive timeout.
+ * One hook, and no onResponse hook: fastify runs each kind of hook through a runner of closures
+ * per request, and taking the duration out of an onResponse hook gave the poll about 5 % of its
+ * server CPU back (docs/benchmarks.md, 2026-11-27 (afternoon)); an async hook would add a promise
+ * and a trip through the microtask queue.
  */
-function registerGracefulClose(app: FastifyInstance): void {
+function registerAnswerFinishing(app: FastifyInstance, deps: Deps): void {
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
   });
-  // Hooks that run on every request are synchronous (done callback): an async hook costs a
-  // promise and a trip through the microtask queue per request on the hot paths.
-  app.addHook('onSend', (_request, reply, payload, done) => {
+  const addSecurityHeaders = securityHeaders(deps.config.issuer);
+  const recordDuration = requestDurationRecorder(deps.metrics);
+  app.addHook('onSend', (request, reply, payload, done) => {
+    addSecurityHeaders(reply);
     if (closing) reply.header('Connection', 'close');
+    recordDuration(request, reply);
     done(null, payload);
   });
 }
@@ -115,8 +122,7 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   // A translation that is not complete is served in English where it falls short; the operator hears which messages.
   for (const problem of pageCatalogues.problems) app.log.warn({ problem }, 'catalogue incomplete');
   registerErrorHandler(app);
-  registerGracefulClose(app);
-  registerSecurityHeaders(app, deps.config.issuer);
+  registerAnswerFinishing(app, deps);
 
   app.get('/static/style.css', async (_request, reply) =>
     reply.type('text/css; charset=utf-8').header('Cache-Control', 'public, max-age=3600').send(stylesheet),

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyReply } from 'fastify';
 
 /**
  * Pages load nothing from other hosts, not even a device's icon (the server fetched it and serves
@@ -24,10 +24,11 @@ export function pageCspAllowingFormsTo(redirectUri: string): string {
  */
 const STRICT_TRANSPORT_SECURITY = 'max-age=63072000';
 
-export function registerSecurityHeaders(app: FastifyInstance, issuer: string): void {
+/** Adds the security headers to one answer; app.ts calls it from the one onSend hook every answer passes. */
+export function securityHeaders(issuer: string): (reply: FastifyReply) => void {
   // Browsers ignore the header over http (RFC 6797 §8.1); sending it there would only mislead.
   const strictTransport = issuer.startsWith('https://');
-  app.addHook('onSend', (_request, reply, payload, done) => {
+  return (reply) => {
     if (strictTransport) reply.header('Strict-Transport-Security', STRICT_TRANSPORT_SECURITY);
     reply.header('X-Content-Type-Options', 'nosniff');
     reply.header('Referrer-Policy', 'no-referrer');
@@ -37,6 +38,5 @@ export function registerSecurityHeaders(app: FastifyInstance, issuer: string): v
       reply.header('X-Frame-Options', 'DENY');
       if (!reply.hasHeader('Cache-Control')) reply.header('Cache-Control', 'no-store');
     }
-    done(null, payload);
-  });
+  };
 }
