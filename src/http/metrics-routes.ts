@@ -30,9 +30,6 @@ export function metricsRoutes(app: FastifyInstance, deps: Deps): void {
  */
 export function requestDurationRecorder(metrics: Deps['metrics']): (request: FastifyRequest, reply: FastifyReply) => void {
   return (request, reply) => {
-    metrics.httpRequestDuration.observe(
-      { method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
-      reply.elapsedTime / 1000,
-    );
+    metrics.httpRequestDuration.observe(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
   };
 }
