@@ -16,7 +16,10 @@
  *   3 s warm-up, and the CPU per request is this process's over the load's measured window. Under
  *   load a request costs what the socket, the parser and fewer requests per event-loop turn add,
  *   which `app.inject` leaves out (docs/benchmarks.md, 2026-11-27 (noon)). Runs of 6 s still carry
- *   the JIT's warm-up; give 15-20 s.
+ *   the JIT's warm-up; give 15-20 s. `--hot-statement database` sends the hot statement to the
+ *   database like every other (seed at least 30,000 rows: the load cycles through that many codes),
+ *   for what a real exchange with PostgreSQL costs the server (the pool, its timers, the result's
+ *   parsing).
  * - `statement`: the hot statement alone in PostgreSQL: one connection, its backend pinned to
  *   core 0 (run the probe on core 1), `--requests` executions (5,000) after a warm-up; prints the
  *   backend's CPU (from /proc, 10 ms ticks: keep thousands of executions) and the WAL per
@@ -55,10 +58,12 @@ interface ProbeOptions {
   seconds: number;
   /** socket: the measured window opens at this wall-clock time (Date.now()), so that two probes run at once measure the same seconds; 0 for after the warm-up. */
   measureFrom: number;
+  /** server: the hot statement answered from memory (`memory`, the default) or sent to the database like every other. */
+  hotStatement: 'memory' | 'database';
 }
 
 const USAGE =
-  'usage: probe.ts server|statement --kind code|poll|refresh|introspect|userinfo --database-url URL [--checkout DIR] [--statement-checkout DIR] [--requests N] [--through inject|socket] [--seconds N] [--measure-from EPOCH_MS]';
+  'usage: probe.ts server|statement --kind code|poll|refresh|introspect|userinfo --database-url URL [--checkout DIR] [--statement-checkout DIR] [--requests N] [--through inject|socket] [--seconds N] [--measure-from EPOCH_MS] [--hot-statement memory|database]';
 
 function parseProbeOptions(argv: string[]): ProbeOptions {
   const [mode, ...rest] = argv;
@@ -73,6 +78,7 @@ function parseProbeOptions(argv: string[]): ProbeOptions {
     through: 'inject',
     seconds: 10,
     measureFrom: 0,
+    hotStatement: 'memory',
   };
   for (let i = 0; i < rest.length; i += 2) {
     const [flag, value = ''] = [rest[i], rest[i + 1]];
@@ -82,6 +88,7 @@ function parseProbeOptions(argv: string[]): ProbeOptions {
     else if (flag === '--database-url') options.databaseUrl = value;
     else if (flag === '--through' && (value === 'inject' || value === 'socket')) options.through = value;
     else if (flag === '--seconds' && /^[1-9][0-9]?$/.test(value)) options.seconds = Number(value);
+    else if (flag === '--hot-statement' && (value === 'memory' || value === 'database')) options.hotStatement = value;
     else if (flag === '--measure-from' && /^[1-9][0-9]{12}$/.test(value)) options.measureFrom = Number(value);
     else if (flag === '--requests' && /^[1-9][0-9]{2,6}$/.test(value)) options.requests = Number(value);
     else throw new Error(`${flag ?? ''} ${value}: ${USAGE}`);
@@ -217,7 +224,7 @@ async function probeServer(options: ProbeOptions): Promise<void> {
   let answered = 0;
   pg.Client.prototype.query = function (this: unknown, config: AnyModule, values: AnyModule, callback: AnyModule) {
     const text: unknown = typeof config === 'string' ? config : config?.text;
-    if (typeof text === 'string' && kind.matches(text)) {
+    if (options.hotStatement === 'memory' && typeof text === 'string' && kind.matches(text)) {
       answered++;
       const result = { rows: [kind.row()], rowCount: 1, command: 'SELECT', fields: [] };
       const done = [config?.callback, values, callback].find((f) => typeof f === 'function');
