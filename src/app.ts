@@ -108,6 +108,9 @@ export async function buildApp(deps: Deps, options: AppOptions = {}): Promise<Fa
   registerStrictInput(app);
   registerSecretsNotInUrl(app);
   const forwarding = registerUntrustedForwardingWatch(app, deps);
+  // Declared before @fastify/view is registered, which otherwise gives every request (every poll
+  // too) an onRequest hook that sets reply.locals = {}; no page reads reply.locals.
+  app.decorateReply('locals', null);
   await app.register(view, {
     engine: { eta: new Eta({ views: viewsFolder, cache: true, autoEscape: true }) },
     templates: viewsFolder,

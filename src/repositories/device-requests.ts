@@ -79,7 +79,10 @@ export interface PollOutcome {
   expired: boolean;
   throttled: boolean;
   interval_seconds: number;
-  /** Where the request came from and where its approver was: the redeeming poll is judged against both (assessRedeemer). */
+  /**
+   * Where the request came from and where its approver was, for an approved request only (null
+   * otherwise): the redeeming poll is judged against both (assessRedeemer).
+   */
   requester_ip: string | null;
   approver_ip: string | null;
 }
@@ -142,7 +145,10 @@ export function devicePollRecorder(rules: PollRules) {
         AND ${rules.keyProven(sql`d.dpop_jkt`, sql`${p.dpopJkt}::text`)}
       RETURNING d.request_id::text AS request_id, c.disabled_at IS NOT NULL AS client_disabled, d.status,
                 d.denied_reason, d.expires_at <= this_call.at AS expired, d.last_poll_too_fast AS throttled,
-                d.interval_seconds, d.requester_ip, d.approver_ip`,
+                d.interval_seconds,
+                -- Only the redeeming poll is judged against where the request came from (assessRedeemer).
+                CASE WHEN d.status = 'approved' THEN d.requester_ip END AS requester_ip,
+                CASE WHEN d.status = 'approved' THEN d.approver_ip END AS approver_ip`,
   );
   return async function recordDevicePoll(
     db: Database,
