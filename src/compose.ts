@@ -123,7 +123,7 @@ export async function createDeps(options: {
   deliveries.register(webhookKind({ clock, sealer }));
   deliveries.addSource(webhookFanOut());
   const sharedSignals = new SsfTransmitter(clock, config.issuer);
-  deliveries.register(ssfPushKind({ keys, clock, sealer }));
+  deliveries.register(ssfPushKind({ issuer: config.issuer, keys, clock, sealer }));
   deliveries.addSource(sharedSignals);
   // Last, so that nothing after it can fail and leave its connection open.
   const clients = new ClientDirectory(database.db, clock, log);

@@ -49,6 +49,12 @@ export interface DeliveryKind {
    * operator or the receiver asks for writes its own.
    */
   pausedForFailingEvent(targetId: string, failingSince: Date, now: Date): NewEvent;
+  /**
+   * What else such a pause must leave, in the same transaction: a Shared Signals push stream's
+   * stream-updated SET (SSF 1.0 §8.1.5: a transmitter that pauses a stream on its own tells the
+   * receiver), queued and so held with the rest until the stream is enabled again.
+   */
+  afterPausedForFailing?(db: Database, targetId: string, failingSince: Date, now: Date): Promise<void>;
 }
 
 /**
@@ -344,8 +350,11 @@ export class OutboundDeliveries {
       );
       if (now.getTime() - target.failing_since.getTime() >= this.options.pauseAfterSeconds * 1000) {
         if (await holdTarget(trx, kind, id, now, 'failing')) {
-          const event = this.#kinds.get(kind)?.pausedForFailingEvent(id, target.failing_since, now);
-          if (event) await recordEvents(trx, [event]);
+          const paused = this.#kinds.get(kind);
+          if (paused) {
+            await recordEvents(trx, [paused.pausedForFailingEvent(id, target.failing_since, now)]);
+            await paused.afterPausedForFailing?.(trx, id, target.failing_since, now);
+          }
           this.log.warn({ target_kind: kind, target_id: id, failing_since: target.failing_since }, 'paused a target that keeps failing; its backlog is kept');
         }
       } else {

@@ -68,7 +68,7 @@ export async function claimVerification(db: Db, clientId: string, streamId: stri
 export async function findStreamForPush(db: Db, streamId: string) {
   return db
     .selectFrom('ssf_streams')
-    .select(['stream_id', 'status', 'endpoint_url', 'authorization_header_sealed'])
+    .select(['stream_id', 'client_id', 'status', 'endpoint_url', 'authorization_header_sealed'])
     .where('stream_id', '=', streamId)
     .where('delivery_method', '=', 'urn:ietf:rfc:8935')
     .executeTakeFirst();

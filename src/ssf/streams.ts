@@ -27,7 +27,7 @@ import {
 } from '../repositories/ssf-streams.js';
 import { findUserByEmail } from '../repositories/users.js';
 import { badRequest, conflict, noSuchStream, tooManyRequests } from './errors.js';
-import { pushDelivery, SSF_PUSH_KIND } from './push.js';
+import { pausedForFailingReason, pushDelivery, SSF_PUSH_KIND } from './push.js';
 import type { Receiver } from './receivers.js';
 import { setClaims } from './security-event-tokens.js';
 import { requestedSubject, streamSubject, subjectKey } from './subjects.js';
@@ -302,7 +302,7 @@ export async function readStatus(deps: StreamDeps, receiver: Receiver, id: strin
       return {
         stream_id: row.stream_id,
         status: 'paused',
-        reason: `the endpoint kept failing; deliveries paused at ${paused.at.toISOString()} and held: enable the stream to resume`,
+        reason: pausedForFailingReason(paused.at),
       };
     }
   }

@@ -26,6 +26,8 @@ export const SET_EVENT_TYPES = {
   accountPurged: `${RISC}/account-purged`,
   /** Always sent when asked for, whatever the stream requested (SSF 1.0 §8.1.4). */
   verification: `${SSF}/verification`,
+  /** Sent when the transmitter changes a stream's status on its own (SSF 1.0 §8.1.5), outside what a stream requests. */
+  streamUpdated: `${SSF}/stream-updated`,
 } as const;
 
 /** What a receiver may request (events_supported): the verification event is outside it, always available. */

@@ -17,6 +17,7 @@ import { grantOf, revoke, signIn } from '../helpers/tokens.js';
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
 
 const ISSUER = 'http://localhost:3000';
+const STREAM_UPDATED = 'https://schemas.openid.net/secevent/ssf/event-type/stream-updated';
 
 let t: TestApp;
 /** An app users sign in to, and a Shared Signals receiver. */
@@ -189,7 +190,7 @@ describe('the stream’s status and verification, pushed', () => {
     expect(caep.received).toHaveLength(1);
   });
 
-  it('a receiver that keeps failing is paused by the engine, and its status says so until the receiver enables it again', async () => {
+  it('a receiver that keeps failing is paused by the engine, its status says so until the receiver enables it again, and it then gets a stream-updated SET (SSF 1.0 §8.1.5) with what it missed', async () => {
     const caep = await receiver();
     caep.answer = () => 503;
     const stream = await createStream(t, tv, { delivery: { method: PUSH, endpoint_url: caep.url() } });
@@ -214,11 +215,23 @@ describe('the stream’s status and verification, pushed', () => {
     expect(paused.rows).toEqual([{ reason: 'paused_failing', actor: { kind: 'server' } }]);
     const tries = caep.received.length;
 
+    // Nothing more was tried while paused, the stream-updated SET included.
+    t.clock.advance(3600);
+    await deliverNow();
+    expect(caep.received.length).toBe(tries);
+
     caep.answer = () => 202;
+    tv.token = await appToken(t, tv, 'ssf.manage');
     expect((await ssfCall(t, tv.token, 'POST', '/ssf/status', { stream_id: stream.stream_id, status: 'enabled' })).statusCode).toBe(200);
     await deliverNow();
-    expect(caep.received.length).toBe(tries + 1);
-    expect((await verifiedSet(caep.received.at(-1)!)).sub_id.session.id).toBe(grant.grantId);
+    expect(caep.received.length).toBe(tries + 2);
+    const sets = await Promise.all(caep.received.slice(tries).map(verifiedSet));
+    const revoked = sets.find((set) => SESSION_REVOKED in set.events);
+    expect(revoked?.sub_id.session.id).toBe(grant.grantId);
+    const updated = sets.find((set) => STREAM_UPDATED in set.events);
+    expect(updated).toMatchObject({ aud: tv.clientId, sub_id: { format: 'opaque', id: stream.stream_id } });
+    expect(updated?.events[STREAM_UPDATED]).toEqual({ status: 'paused', reason: expect.stringContaining('kept failing') });
+    expect(updated?.events[STREAM_UPDATED].reason).toBe(read.json().reason);
     expect((await ssfCall(t, tv.token, 'GET', `/ssf/status?stream_id=${stream.stream_id}`)).json()).toEqual({ stream_id: stream.stream_id, status: 'enabled' });
   });
 });
