@@ -34,6 +34,7 @@ import * as appsActForThemselvesWithClientCredentials from './2026-11-26T14-30-0
 import * as sharedSignalsStreams from './2026-11-26T14-31-00_shared_signals_streams.js';
 import * as rowRulesRunWhenTheirColumnsAreWritten from './2026-11-26T18-40-00_row_rules_run_when_their_columns_are_written.js';
 import * as eventsIndexOnlyWhatTheyName from './2026-11-26T18-50-00_events_index_only_what_they_name.js';
+import * as appTokensMayBeBoundToADpopKey from './2026-11-27T17-00-00_app_tokens_may_be_bound_to_a_dpop_key.js';
 
 /**
  * Every migration, by name, in order. A static list (rather than reading the folder) works the
@@ -75,4 +76,5 @@ export const migrations: Record<string, Migration> = {
   '2026-11-26T14-31-00_shared_signals_streams': sharedSignalsStreams,
   '2026-11-26T18-40-00_row_rules_run_when_their_columns_are_written': rowRulesRunWhenTheirColumnsAreWritten,
   '2026-11-26T18-50-00_events_index_only_what_they_name': eventsIndexOnlyWhatTheyName,
+  '2026-11-27T17-00-00_app_tokens_may_be_bound_to_a_dpop_key': appTokensMayBeBoundToADpopKey,
 };

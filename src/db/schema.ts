@@ -206,6 +206,8 @@ export interface AppAccessTokensTable {
   scopes: string[];
   created_at: Timestamp;
   expires_at: Timestamp;
+  /** RFC 9449: the key the token is bound to (an app registered to use DPoP), or null for a Bearer token. */
+  dpop_jkt: Generated<string | null>;
 }
 
 export type SsfDeliveryMethod = 'urn:ietf:rfc:8935' | 'urn:ietf:rfc:8936';

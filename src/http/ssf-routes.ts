@@ -70,7 +70,10 @@ export async function ssfRoutes(app: FastifyInstance, deps: Deps): Promise<void>
     // Before the body is read: a request without the right token gets nothing parsed.
     ssf.addHook('onRequest', async (request: FastifyRequest) => {
       const scope = request.routeOptions.config.ssfScope;
-      if (scope !== undefined) request.ssfReceiver = await authenticateReceiver(deps, request.headers.authorization, scope);
+      if (scope === undefined) return;
+      // RFC 9449 §4.2: a proof's htu is the URL without its query.
+      const url = `${deps.config.issuer}${request.url.split('?', 1)[0]}`;
+      request.ssfReceiver = await authenticateReceiver(deps, request.headers.authorization, { dpop: request.headers.dpop, method: request.method, url }, scope);
     });
     const receiver = (request: FastifyRequest) => request.ssfReceiver as Receiver;
     const streamIdOf = (request: FastifyRequest) => parse(streamReference.partial(), request.query).stream_id;

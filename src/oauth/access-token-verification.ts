@@ -45,11 +45,13 @@ export interface LiveAppAccessToken {
   clientId: string;
   scopes: string[];
   expiresAt: Date;
+  /** The DPoP key the token is bound to, or null for a Bearer token. */
+  dpopJkt: string | null;
 }
 
 /** The app's own live token with this value, or null: unknown, expired, revoked or of a disabled app look alike. */
 export async function verifyAppAccessToken(deps: Pick<Deps, 'db' | 'clock'>, value: string): Promise<LiveAppAccessToken | null> {
   if (!isOurAccessToken(value)) return null;
   const row = await findLiveAppAccessToken(deps.db, hashOpaque(value), deps.clock.now());
-  return row ? { clientId: row.client_id, scopes: row.scopes, expiresAt: row.expires_at } : null;
+  return row ? { clientId: row.client_id, scopes: row.scopes, expiresAt: row.expires_at, dpopJkt: row.dpop_jkt } : null;
 }

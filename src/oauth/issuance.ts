@@ -287,7 +287,12 @@ async function refreshedIdToken(deps: Deps, client: Client, grant: RotationOutco
  * no user, no grant and no refresh token. Bearer only; it lives ACCESS_TOKEN_TTL. Its one
  * statement refuses a disabled app, which the token endpoint's cached lookup does not.
  */
-export async function issueAppAccessToken(deps: Pick<Deps, 'db' | 'clock' | 'config'>, client: Client, scopes: string[]): Promise<TokenResponse> {
+export async function issueAppAccessToken(
+  deps: Pick<Deps, 'db' | 'clock' | 'config'>,
+  client: Client,
+  scopes: string[],
+  dpopJkt: string | null,
+): Promise<TokenResponse> {
   const now = deps.clock.now();
   const access = mintOpaque(TOKEN_PREFIX.accessToken);
   const stored = await insertAppAccessToken(deps.db, {
@@ -296,7 +301,8 @@ export async function issueAppAccessToken(deps: Pick<Deps, 'db' | 'clock' | 'con
     scopes,
     createdAt: now,
     expiresAt: addSeconds(now, deps.config.accessTokenTtl),
+    dpopJkt,
   });
   if (!stored) throw invalidClient(DISABLED_APP);
-  return toTokenResponse({ accessToken: access.value, expiresIn: deps.config.accessTokenTtl, refreshToken: null, scopes, idToken: null, dpopJkt: null });
+  return toTokenResponse({ accessToken: access.value, expiresIn: deps.config.accessTokenTtl, refreshToken: null, scopes, idToken: null, dpopJkt });
 }

@@ -8,11 +8,11 @@ import type { Database } from '../db/connect.js';
  */
 export async function insertAppAccessToken(
   db: Database,
-  token: { tokenHash: Uint8Array; clientId: string; scopes: string[]; createdAt: Date; expiresAt: Date },
+  token: { tokenHash: Uint8Array; clientId: string; scopes: string[]; createdAt: Date; expiresAt: Date; dpopJkt: string | null },
 ): Promise<boolean> {
   const result = await sql`
-    INSERT INTO app_access_tokens (token_hash, client_id, scopes, created_at, expires_at)
-    SELECT ${token.tokenHash}, client_id, ${token.scopes}::text[], ${token.createdAt}, ${token.expiresAt}
+    INSERT INTO app_access_tokens (token_hash, client_id, scopes, created_at, expires_at, dpop_jkt)
+    SELECT ${token.tokenHash}, client_id, ${token.scopes}::text[], ${token.createdAt}, ${token.expiresAt}, ${token.dpopJkt}::text
     FROM clients WHERE client_id = ${token.clientId} AND disabled_at IS NULL`.execute(db);
   return Number(result.numAffectedRows ?? 0n) === 1;
 }
@@ -22,7 +22,7 @@ export async function findLiveAppAccessToken(db: Database, tokenHash: Uint8Array
   return db
     .selectFrom('app_access_tokens as t')
     .innerJoin('clients as c', 'c.client_id', 't.client_id')
-    .select(['t.client_id', 't.scopes', 't.created_at', 't.expires_at'])
+    .select(['t.client_id', 't.scopes', 't.created_at', 't.expires_at', 't.dpop_jkt'])
     .where('t.token_hash', '=', tokenHash)
     .where('t.expires_at', '>', now)
     .where('c.disabled_at', 'is', null)

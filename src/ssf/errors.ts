@@ -1,3 +1,6 @@
+import { dpopChallenge } from '../oauth/dpop.js';
+import type { Scheme } from '../oauth/token-presentation.js';
+
 /**
  * The one error type of the Shared Signals endpoints (issue 32 §3): the management API (SSF 1.0
  * §8) and the poll endpoint (RFC 8936). SSF signals errors by HTTP status alone; the body is the
@@ -23,19 +26,30 @@ export class SsfError extends Error {
   }
 }
 
-const challenge = (fields: string) => ({ 'WWW-Authenticate': `Bearer realm="device-auth"${fields}` });
+/** The challenge of the scheme a token came with (RFC 6750 §3, RFC 9449 §7.1). */
+const challenge = (scheme: Scheme, fields: string) => ({
+  'WWW-Authenticate': scheme === 'bearer' ? `Bearer realm="device-auth"${fields}` : `${dpopChallenge(null)}${fields}`,
+});
 const quoted = (text: string) => text.replace(/["\\]/g, '');
 
 export const badRequest = (description: string) => new SsfError('invalid_request', description, 400);
 
-/** RFC 6750 §3.1: no error code when the request carried no token at all. */
-export const tokenMissing = () => new SsfError('invalid_request', 'an access token is required: Authorization: Bearer <token>', 401, challenge(''));
+/** RFC 6750 §3.1: no error code when the request carried no token at all; RFC 9449 §7.1: both schemes offered. */
+export const tokenMissing = () =>
+  new SsfError('invalid_request', 'an access token is required: Authorization: Bearer <token> (or DPoP <token> with a proof)', 401, {
+    'WWW-Authenticate': `Bearer realm="device-auth", ${dpopChallenge(null)}`,
+  });
 
-export const tokenRefused = (description: string) =>
-  new SsfError('invalid_token', description, 401, challenge(`, error="invalid_token", error_description="${quoted(description)}"`));
+export const tokenRefused = (scheme: Scheme, description: string) =>
+  new SsfError('invalid_token', description, 401, challenge(scheme, `, error="invalid_token", error_description="${quoted(description)}"`));
 
-export const scopeMissing = (scope: string) =>
-  new SsfError('insufficient_scope', `the access token was not granted the ${scope} scope`, 403, challenge(`, error="insufficient_scope", scope="${scope}"`));
+export const scopeMissing = (scheme: Scheme, scope: string) =>
+  new SsfError(
+    'insufficient_scope',
+    `the access token was not granted the ${scope} scope`,
+    403,
+    challenge(scheme, `, error="insufficient_scope", scope="${scope}"`),
+  );
 
 /** SSF 1.0 §8.1.1: a stream of another app is not found, as an unknown one is. */
 export const noSuchStream = () => new SsfError('not_found', 'no stream with this stream_id for this receiver', 404);

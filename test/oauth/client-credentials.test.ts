@@ -96,11 +96,58 @@ describe('the client_credentials grant', () => {
     expect(wrong.json().error).toBe('invalid_client');
   });
 
-  it('a DPoP proof is refused: these tokens are Bearer only', async () => {
+  it('an app registered to use DPoP gets a token bound to its key (RFC 9449 §5), which the Shared Signals endpoints take only as DPoP with a fresh proof of that key', async () => {
+    const app = await seedClient(t, {
+      kind: 'bot',
+      type: 'confidential',
+      grantTypes: ['client_credentials'],
+      scopes: ['ssf.manage'],
+      dpopBoundAccessTokens: true,
+    });
+    const credentials = { clientId: app.clientId, clientSecret: app.clientSecret! };
+    // Registered to use DPoP: no token without a proof.
+    const withoutProof = await tokenRequest(credentials);
+    expect(withoutProof.statusCode).toBe(400);
+    expect(withoutProof.json().error).toBe('invalid_dpop_proof');
+
     const key = await dpopKey();
-    const res = await tokenRequest(receiver, {}, { dpop: await proofFor(key) });
-    expect(res.statusCode).toBe(400);
-    expect(res.json()).toMatchObject({ error: 'invalid_request', error_description: expect.stringContaining('Bearer') });
+    const res = await tokenRequest(credentials, {}, { dpop: await proofFor(key) });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toMatchObject({ token_type: 'DPoP', scope: 'ssf.manage' });
+    const token: string = res.json().access_token;
+    expect(await storedToken(token)).toMatchObject({ client_id: app.clientId, dpop_jkt: key.jkt });
+
+    const call = (headers: Record<string, string>) => t.app.inject({ method: 'GET', url: '/ssf/stream', headers });
+    const proof = (options: Parameters<typeof proofFor>[1] = {}) => proofFor(key, { htm: 'GET', htu: '/ssf/stream', accessToken: token, ...options });
+    const accepted = await call({ authorization: `DPoP ${token}`, dpop: await proof() });
+    expect(accepted.statusCode, accepted.body).toBe(200);
+    expect(accepted.json()).toEqual([]);
+
+    // RFC 9449 §7.2: as Bearer, refused whoever presents it.
+    const asBearer = await call({ authorization: `Bearer ${token}` });
+    expect(asBearer.statusCode).toBe(401);
+    expect(asBearer.headers['www-authenticate']).toMatch(/^DPoP /);
+    expect(asBearer.json().error).toBe('invalid_token');
+    // No proof, another key's, one for another endpoint, one replayed: refused, and nothing is read.
+    expect((await call({ authorization: `DPoP ${token}` })).statusCode).toBe(401);
+    const other = await dpopKey();
+    const otherKey = await call({ authorization: `DPoP ${token}`, dpop: await proofFor(other, { htm: 'GET', htu: '/ssf/stream', accessToken: token }) });
+    expect(otherKey.statusCode).toBe(401);
+    expect(otherKey.json().error_description).toContain('not the key');
+    expect((await call({ authorization: `DPoP ${token}`, dpop: await proof({ htu: '/ssf/status' }) })).statusCode).toBe(401);
+    expect((await call({ authorization: `DPoP ${token}`, dpop: await proof({ htm: 'POST' }) })).statusCode).toBe(401);
+    const once = await proof();
+    expect((await call({ authorization: `DPoP ${token}`, dpop: once })).statusCode).toBe(200);
+    const replayed = await call({ authorization: `DPoP ${token}`, dpop: once });
+    expect(replayed.statusCode).toBe(401);
+    expect(replayed.json().error_description).toContain('already used');
+
+    // A Bearer token of an app not registered for DPoP is refused under the DPoP scheme, even with a proof.
+    const bearer = (await tokenRequest(receiver)).json().access_token;
+    const bearerAsDpop = await call({ authorization: `DPoP ${bearer}`, dpop: await proofFor(key, { htm: 'GET', htu: '/ssf/stream', accessToken: bearer }) });
+    expect(bearerAsDpop.statusCode).toBe(401);
+    expect(bearerAsDpop.json().error_description).toContain('not bound');
+    expect((await call({ authorization: `Bearer ${bearer}` })).statusCode).toBe(200);
   });
 
   it('a disabled app gets no token', async () => {

@@ -195,10 +195,10 @@ describe('creating, reading, updating, replacing and deleting streams (SSF 1.0 �
 });
 
 describe('who may call (RFC 6750)', () => {
-  it('no token is 401 with a Bearer challenge; a wrong one, or a user’s access token, is invalid_token', async () => {
+  it('no token is 401 with bare Bearer and DPoP challenges (RFC 9449 §7.1); a wrong one, or a user’s access token, is invalid_token', async () => {
     const none = await ssfCall(t, null, 'GET', '/ssf/stream');
     expect(none.statusCode).toBe(401);
-    expect(none.headers['www-authenticate']).toBe('Bearer realm="device-auth"');
+    expect(none.headers['www-authenticate']).toMatch(/^Bearer realm="device-auth", DPoP realm="device-auth", algs="[^"]+"$/);
     const user = await seedUser(t);
     const tv = await seedClient(t, { kind: 'tv' });
     const usersToken = (await signIn(t, tv, user.userId)).access_token;
