@@ -284,8 +284,9 @@ async function refreshedIdToken(deps: Deps, client: Client, grant: RotationOutco
 
 /**
  * RFC 6749 §4.4.3: an access token the app holds for itself (the client_credentials grant), with
- * no user, no grant and no refresh token. Bearer only; it lives ACCESS_TOKEN_TTL. Its one
- * statement refuses a disabled app, which the token endpoint's cached lookup does not.
+ * no user, no grant and no refresh token; bound to `dpopJkt` when the request proved a key
+ * (RFC 9449 §5), else Bearer. It lives ACCESS_TOKEN_TTL. Its one statement refuses a disabled
+ * app, which the token endpoint's cached lookup does not.
  */
 export async function issueAppAccessToken(
   deps: Pick<Deps, 'db' | 'clock' | 'config'>,

@@ -5,8 +5,8 @@ import type { Scheme } from '../oauth/token-presentation.js';
  * The one error type of the Shared Signals endpoints (issue 32 §3): the management API (SSF 1.0
  * §8) and the poll endpoint (RFC 8936). SSF signals errors by HTTP status alone; the body is the
  * same shape as the OAuth endpoints' ({error, error_description}), and a token refused carries
- * RFC 6750 §3's WWW-Authenticate challenge, as the CAEP interoperability profile asks of a
- * transmitter that is a resource server.
+ * the WWW-Authenticate challenge of the scheme it came with (RFC 6750 §3, RFC 9449 §7.1), as the
+ * CAEP interoperability profile asks of a transmitter that is a resource server.
  */
 export type SsfErrorCode = 'invalid_request' | 'invalid_token' | 'insufficient_scope' | 'not_found' | 'conflict' | 'too_many_requests';
 

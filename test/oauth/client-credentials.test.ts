@@ -30,6 +30,18 @@ const storedToken = (token: string) => t.deps.db.selectFrom('app_access_tokens')
 const adminCall = (method: 'POST' | 'PATCH', url: string, payload: unknown) =>
   admin.inject({ method, url, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(payload) });
 
+/** A confidential bot registered for the grant and to use DPoP (RFC 9449 §5.2): its credentials. */
+async function dpopReceiver() {
+  const app = await seedClient(t, {
+    kind: 'bot',
+    type: 'confidential',
+    grantTypes: ['client_credentials'],
+    scopes: ['ssf.manage'],
+    dpopBoundAccessTokens: true,
+  });
+  return { clientId: app.clientId, clientSecret: app.clientSecret! };
+}
+
 beforeAll(async () => {
   t = await startTestApp();
   admin = await buildAdminApp(t.deps, { listener: 'socket', logger: false });
@@ -97,14 +109,7 @@ describe('the client_credentials grant', () => {
   });
 
   it('an app registered to use DPoP gets a token bound to its key (RFC 9449 §5), which the Shared Signals endpoints take only as DPoP with a fresh proof of that key', async () => {
-    const app = await seedClient(t, {
-      kind: 'bot',
-      type: 'confidential',
-      grantTypes: ['client_credentials'],
-      scopes: ['ssf.manage'],
-      dpopBoundAccessTokens: true,
-    });
-    const credentials = { clientId: app.clientId, clientSecret: app.clientSecret! };
+    const credentials = await dpopReceiver();
     // Registered to use DPoP: no token without a proof.
     const withoutProof = await tokenRequest(credentials);
     expect(withoutProof.statusCode).toBe(400);
@@ -115,7 +120,7 @@ describe('the client_credentials grant', () => {
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json()).toMatchObject({ token_type: 'DPoP', scope: 'ssf.manage' });
     const token: string = res.json().access_token;
-    expect(await storedToken(token)).toMatchObject({ client_id: app.clientId, dpop_jkt: key.jkt });
+    expect(await storedToken(token)).toMatchObject({ client_id: credentials.clientId, dpop_jkt: key.jkt });
 
     const call = (headers: Record<string, string>) => t.app.inject({ method: 'GET', url: '/ssf/stream', headers });
     const proof = (options: Parameters<typeof proofFor>[1] = {}) => proofFor(key, { htm: 'GET', htu: '/ssf/stream', accessToken: token, ...options });
@@ -148,6 +153,21 @@ describe('the client_credentials grant', () => {
     expect(bearerAsDpop.statusCode).toBe(401);
     expect(bearerAsDpop.json().error_description).toContain('not bound');
     expect((await call({ authorization: `Bearer ${bearer}` })).statusCode).toBe(200);
+  });
+
+  it('one DPoP proof sent 20 times at once to a Shared Signals endpoint is accepted once; the token endpoint takes each proof once too', async () => {
+    const credentials = await dpopReceiver();
+    const key = await dpopKey();
+    const tokenProof = await proofFor(key);
+    const issued = await Promise.all(Array.from({ length: 20 }, () => tokenRequest(credentials, {}, { dpop: tokenProof })));
+    expect(issued.map((res) => res.statusCode).sort()).toEqual([200, ...Array(19).fill(400)]);
+    const token: string = issued.find((res) => res.statusCode === 200)!.json().access_token;
+    const proof = await proofFor(key, { htm: 'GET', htu: '/ssf/stream', accessToken: token });
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => t.app.inject({ method: 'GET', url: '/ssf/stream', headers: { authorization: `DPoP ${token}`, dpop: proof } })),
+    );
+    expect(answers.map((res) => res.statusCode).sort()).toEqual([200, ...Array(19).fill(401)]);
+    for (const refused of answers.filter((res) => res.statusCode === 401)) expect(refused.json().error_description).toContain('already used');
   });
 
   it('a disabled app gets no token', async () => {
